@@ -1,0 +1,1 @@
+"""Catalog data and the resolvers that turn a name into specs."""

@@ -1,0 +1,1 @@
+"""Pure sizing core: typed inputs in, typed results out; no I/O."""

@@ -1,0 +1,1 @@
+"""Launch-command builders, one module per engine."""

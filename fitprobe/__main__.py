@@ -1,0 +1,3 @@
+from fitprobe.cli import main
+
+main()

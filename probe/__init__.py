@@ -1,0 +1,1 @@
+"""Hardware probing: the only part that touches the machine."""
