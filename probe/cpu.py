@@ -1,0 +1,184 @@
+"""Host CPU and RAM: model, cores, SIMD/matrix flags, RAM total/available and the container's
+cgroup memory limit (psutil reports the host's RAM, not the container's: PROBING.md §6.2)."""
+from __future__ import annotations
+
+import os
+import platform
+import re
+from pathlib import Path
+
+from .types import CpuReading
+
+# Flags that change llama.cpp CPU speed (PROBING.md §6.3); ARM names from /proc/cpuinfo Features.
+FLAGS_OF_INTEREST = (
+    "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+    "avx_vnni", "amx_tile", "amx_int8", "amx_bf16", "asimd", "asimddp", "sve", "sve2", "i8mm", "bf16",
+)
+# cgroup v1 'no limit' is LONG_MAX rounded to pages (9223372036854771712); older Docker showed 2^64-1.
+_UNLIMITED = 1 << 62
+
+
+def _interesting(flags: list[str]) -> list[str]:
+    have = set(flags)
+    return [f for f in FLAGS_OF_INTEREST if f in have]
+
+
+def parse_cpuinfo(text: str) -> CpuReading:
+    """/proc/cpuinfo: model name (x86) or Hardware/CPU part (ARM), flags/Features, and physical
+    cores from distinct (physical id, core id) pairs."""
+    model = None
+    flags: list[str] = []
+    cores: set[tuple[str, str]] = set()
+    logical = 0
+    phys_id = core_id = None
+    for line in text.splitlines() + [""]:
+        if not line.strip():
+            if phys_id is not None and core_id is not None:
+                cores.add((phys_id, core_id))
+            phys_id = core_id = None
+            continue
+        key, _, value = (p.strip() for p in line.partition(":"))
+        k = key.lower()
+        if k == "processor" and value.isdigit():
+            logical += 1
+        elif k in ("model name", "hardware", "cpu model") and not model:
+            model = value
+        elif k in ("flags", "features") and not flags:
+            flags = value.split()
+        elif k == "physical id":
+            phys_id = value
+        elif k == "core id":
+            core_id = value
+    reading = CpuReading(
+        model=model,
+        logical_cores=logical or None,
+        physical_cores=len(cores) or None,
+        flags=_interesting(flags),
+        source="procfs",
+    )
+    if model and re.fullmatch(r"(AMD EPYC|Intel Xeon Processor.*|Common KVM processor|QEMU.*)", model):
+        reading.notes.append("generic CPU name: a VM may also hide AVX-512/AMX flags")
+    return reading
+
+
+def parse_lscpu(text: str) -> CpuReading:
+    """`lscpu` text: 'Model name:', 'CPU(s):', 'Flags:'."""
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            values.setdefault(key.strip().lower(), value.strip())
+    cpus = values.get("cpu(s)", "")
+    return CpuReading(
+        model=values.get("model name"),
+        arch=values.get("architecture"),
+        logical_cores=int(cpus) if cpus.isdigit() else None,
+        flags=_interesting(values.get("flags", "").split()),
+        source="procfs",
+    )
+
+
+def parse_meminfo(text: str) -> tuple[int | None, int | None]:
+    """/proc/meminfo → (MemTotal, MemAvailable) in bytes; MemAvailable absent on old kernels."""
+    vals = {}
+    for line in text.splitlines():
+        m = re.match(r"^(\w+):\s+(\d+)\s*kB", line)
+        if m:
+            vals[m.group(1)] = int(m.group(2)) * 1024
+    avail = vals.get("MemAvailable")
+    if avail is None and "MemFree" in vals:
+        avail = vals["MemFree"] + vals.get("Buffers", 0) + vals.get("Cached", 0)
+    return vals.get("MemTotal"), avail
+
+
+def _limit(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    if not text.isdigit():
+        return None  # cgroup v2 'max'
+    value = int(text)
+    return value if value < _UNLIMITED else None
+
+
+def cgroup_memory_limit(cgroup_root: Path, self_cgroup: str) -> tuple[int | None, str | None]:
+    """Tightest memory limit on this process's cgroup path and its ancestors (under cgroupns=host
+    the mount root is the host's, so reading only the root misses the container's limit).
+
+    self_cgroup is /proc/self/cgroup: '0::/path' (v2) or 'N:memory:/path' (v1)."""
+    best: tuple[int, str] | None = None
+    for line in self_cgroup.splitlines():
+        parts = line.strip().split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, rel = parts
+        if controllers == "":
+            base, fname = cgroup_root, "memory.max"
+        elif "memory" in controllers.split(","):
+            base, fname = cgroup_root / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        rel_parts = [p for p in rel.split("/") if p]
+        # Walk from the process's own cgroup up to the mount root; with a private namespace the
+        # path is '/', and the root itself holds the limit.
+        for depth in range(len(rel_parts), -1, -1):
+            path = base.joinpath(*rel_parts[:depth], fname)
+            value = _limit(path)
+            if value is not None and (best is None or value < best[0]):
+                best = (value, str(path))
+    return (best[0], best[1]) if best else (None, None)
+
+
+def read_cpu() -> CpuReading:
+    """Read layer: /proc/cpuinfo on Linux, sysctl on macOS, platform elsewhere; cores from psutil."""
+    system = platform.system()
+    reading = None
+    if system == "Linux":
+        try:
+            reading = parse_cpuinfo(Path("/proc/cpuinfo").read_text(errors="replace"))
+        except OSError:
+            reading = None
+    elif system == "Darwin":
+        from .apple import parse_sysctl
+        from .run import run_command
+
+        res = run_command(["sysctl", "machdep.cpu.brand_string", "machdep.cpu.features", "machdep.cpu.leaf7_features"])
+        vals = parse_sysctl(res.stdout)
+        feats = (vals.get("machdep.cpu.features", "") + " " + vals.get("machdep.cpu.leaf7_features", "")).lower()
+        reading = CpuReading(
+            model=vals.get("machdep.cpu.brand_string"),
+            flags=_interesting(feats.replace(".", "_").split()),
+            source="sysctl",
+        )
+    if reading is None:
+        reading = CpuReading(model=platform.processor() or None, source="platform")
+    reading.arch = reading.arch or platform.machine() or None
+    try:
+        import psutil  # noqa: PLC0415
+
+        reading.logical_cores = psutil.cpu_count() or reading.logical_cores
+        reading.physical_cores = psutil.cpu_count(logical=False) or reading.physical_cores
+    except Exception:  # noqa: BLE001
+        pass
+    if hasattr(os, "sched_getaffinity"):
+        usable = len(os.sched_getaffinity(0))
+        if reading.logical_cores and usable < reading.logical_cores:
+            reading.notes.append(f"process may use {usable} of {reading.logical_cores} logical CPUs (affinity)")
+    return reading
+
+
+def read_ram() -> tuple[int | None, int | None, str | None]:
+    """(total, available, source): psutil, else /proc/meminfo."""
+    try:
+        import psutil  # noqa: PLC0415
+
+        vm = psutil.virtual_memory()
+        return int(vm.total), int(vm.available), "psutil"
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        total, avail = parse_meminfo(Path("/proc/meminfo").read_text())
+        return total, avail, "procfs"
+    except OSError:
+        return None, None, None

@@ -1,0 +1,146 @@
+"""Map a probed device name to a GPU catalog entry (for bandwidth, TFLOPS, price).
+
+Names are reduced to a 'core' (vendor words, memory size, form factor and MIG profile removed)
+and must be equal: 'RTX 4090' never matches 'RTX 4090 D'. Memory size, form factor (SXM/PCIe),
+laptop and Apple GPU-core counts then pick between entries sharing a core.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .types import GiB, GpuReading
+
+CATALOG_PATH = Path(__file__).resolve().parent.parent / "catalogs" / "data" / "gpus.json"
+
+_NOISE = {
+    "nvidia", "geforce", "tesla", "amd", "ati", "radeon", "intel", "apple", "huawei", "graphics",
+    "generation", "gpu", "corporation", "inc", "the", "with", "edition",
+}
+_FORMS = {
+    "sxm": "sxm", "sxm2": "sxm", "sxm4": "sxm", "sxm5": "sxm", "hgx": "sxm", "hbm3": "sxm",
+    "hbm3e": "sxm", "pcie": "pcie", "nvl": "nvl",
+}
+
+
+@dataclass
+class NameKey:
+    core: str
+    memory_gb: float | None = None
+    form: str | None = None
+    laptop: bool = False
+    gpu_cores: int | None = None
+    mig_profile: str | None = None
+    tokens: list[str] = field(default_factory=list)
+
+
+def name_key(name: str) -> NameKey:
+    """'NVIDIA H100 80GB HBM3 MIG 1g.10gb' → core 'h100', 80 GB, form sxm, MIG '1g.10gb'."""
+    s = name.lower()
+    s = re.sub(r"\((?:r|tm)\)|[®™]", " ", s)
+    key = NameKey(core="")
+    mig = re.search(r"\bmig\s+(\d+g\.\d+gb)\b", s)
+    if mig:
+        key.mig_profile = mig.group(1)
+        s = s[: mig.start()] + " " + s[mig.end():]
+    cores = re.search(r"(\d+)[- ]core gpu|\d+c/(\d+)c", s)
+    if cores:
+        key.gpu_cores = int(cores.group(1) or cores.group(2))
+        s = s[: cores.start()] + " " + s[cores.end():]
+    mem = re.search(r"(\d+(?:\.\d+)?)\s*gb\b", s)
+    if mem:
+        key.memory_gb = float(mem.group(1))
+        s = s[: mem.start()] + " " + s[mem.end():]
+    if re.search(r"\b(laptop|mobile|max-q)\b", s):
+        key.laptop = True
+        s = re.sub(r"\b(laptop|mobile|max-q)\b", " ", s)
+    tokens = []
+    for tok in re.split(r"[\s,()\-_/\[\]]+", s):
+        if not tok or tok in _NOISE:
+            continue
+        if tok in _FORMS:
+            key.form = key.form or _FORMS[tok]
+            continue
+        tokens.append(tok)
+    key.tokens = tokens
+    key.core = " ".join(tokens)
+    return key
+
+
+def load_catalog(path: Path | None = None) -> list[dict[str, Any]]:
+    """Entries of gpus.json (a list, or an object holding the list); [] when absent or unreadable."""
+    try:
+        data = json.loads((path or CATALOG_PATH).read_text())
+    except (OSError, ValueError):
+        return []
+    if isinstance(data, dict):
+        data = next((v for v in data.values() if isinstance(v, list)), [])
+    return [e for e in data if isinstance(e, dict) and e.get("name")]
+
+
+def _entry_keys(entry: dict[str, Any]) -> list[NameKey]:
+    names = [entry["name"], *(entry.get("aliases") or [])]
+    keys = [name_key(str(n)) for n in names]
+    for k in keys:  # memory/cores stated in the entry, not only in its name
+        k.memory_gb = k.memory_gb or entry.get("memory_gib") or entry.get("memory_gb")
+        k.gpu_cores = k.gpu_cores or entry.get("apple_gpu_cores") or entry.get("gpu_cores")
+    return keys
+
+
+def _score(probe: NameKey, cand: NameKey, probed_gib: float | None) -> float | None:
+    """Lower is better; None = incompatible."""
+    if probe.core != cand.core or probe.laptop != cand.laptop:
+        return None
+    if probe.form and cand.form and probe.form != cand.form:
+        return None
+    if probe.gpu_cores and cand.gpu_cores and probe.gpu_cores != cand.gpu_cores:
+        return None  # binned Apple chips differ in bandwidth (M4 Max 32- vs 40-core GPU)
+    score = 0.0
+    if probe.form != cand.form:
+        score += 1
+    want = probe.memory_gb or probed_gib
+    if want and cand.memory_gb:
+        rel = abs(float(cand.memory_gb) - want) / want
+        if rel > 0.25 and not probe.mig_profile:
+            return None  # a 24 GB card is not the 48 GB one
+        score += rel
+    return score
+
+
+def match_reading(reading: GpuReading, catalog: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Best catalog entry for one reading, or None; fills catalog_key/catalog_name/match_note."""
+    probe = name_key(reading.name)
+    gib = None
+    if reading.memory_total_bytes and not reading.unified_memory:
+        gib = reading.memory_total_bytes / GiB
+    if reading.gpu_cores:
+        probe.gpu_cores = reading.gpu_cores
+    best = None
+    for entry in catalog:
+        scores = [s for k in _entry_keys(entry) if (s := _score(probe, k, gib)) is not None]
+        if scores and (best is None or min(scores) < best[0]):
+            best = (min(scores), entry)
+    if best is None:
+        reading.catalog_key = reading.catalog_name = None
+        if reading.derived_bandwidth_gbs:
+            reading.match_note = (
+                f"not in the GPU catalog: bandwidth {reading.derived_bandwidth_gbs:g} GB/s derived from "
+                "memory clock x bus width; no TFLOPS figure"
+            )
+        else:
+            reading.match_note = "not in the GPU catalog: bandwidth and TFLOPS unknown"
+        return None
+    entry = best[1]
+    reading.catalog_key = str(entry.get("key") or entry["name"])
+    reading.catalog_name = str(entry["name"])
+    reading.match_note = f"MIG slice {probe.mig_profile} of this GPU" if probe.mig_profile else None
+    return entry
+
+
+def match_all(readings: list[GpuReading], catalog: list[dict[str, Any]] | None = None) -> None:
+    catalog = load_catalog() if catalog is None else catalog
+    for r in readings:
+        match_reading(r, catalog)

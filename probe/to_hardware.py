@@ -1,0 +1,89 @@
+"""ProbeReport → the estimator's typed Hardware: one Device per usable, visible accelerator.
+
+Never collapses cards: mixed GPUs stay separate Devices. Left out (with a note added to
+report.notes): hidden GPUs, integrated GPUs without their own pool (their memory is system RAM,
+sized as CPU offload), and devices whose memory size is unknown. A MIG-enabled GPU is the one
+slice a process gets (the one CUDA_VISIBLE_DEVICES names, else the first), sized by its own memory.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from fitprobe.estimator.hardware import Device, Hardware
+
+from .match import load_catalog
+from .types import GpuReading, ProbeReport
+
+
+def _note(report: ProbeReport, text: str) -> None:
+    if text not in report.notes:
+        report.notes.append(text)
+
+
+def _device(g: GpuReading, entry: dict[str, Any] | None, report: ProbeReport) -> Device | None:
+    entry = entry or {}
+    name, total, free = g.name, g.memory_total_bytes, g.memory_free_bytes
+    bandwidth = entry.get("bandwidth_gbs") or g.derived_bandwidth_gbs
+    tflops = entry.get("fp16_tflops")
+    if g.mig_mode and g.mig_instances:
+        inst = g.mig_instances[0]
+        if not inst.memory_total_bytes:
+            _note(report, f"{g.name}: MIG enabled but slice memory unknown; left out")
+            return None
+        share = inst.memory_total_bytes / total if total else None
+        # A MIG instance owns its memory slices and their memory controllers (NVIDIA MIG user
+        # guide); bandwidth and compute scale roughly with its share of memory (approximation).
+        bandwidth = bandwidth * share if bandwidth and share else None
+        tflops = tflops * share if tflops and share else None
+        name = f"{g.name} MIG {inst.profile}" if inst.profile else f"{g.name} MIG {inst.index}"
+        total, free = inst.memory_total_bytes, inst.memory_free_bytes
+        if len(g.mig_instances) > 1:
+            _note(report, f"{g.name}: {len(g.mig_instances)} MIG slices; a process uses one, sized on {name}")
+    if not total:
+        _note(report, f"{g.name}: memory size unknown; left out")
+        return None
+    cap = g.usable_cap_bytes
+    fraction = entry.get("gpu_working_set_fraction")
+    if cap is None and g.vendor == "apple" and fraction:
+        cap = int(total * float(fraction))
+    return Device(
+        name=name,
+        kind="apple" if g.vendor == "apple" else ("npu" if g.kind == "npu" else "gpu"),
+        memory_bytes=total,
+        free_bytes=free if free is None or free >= 0 else 0,
+        usable_cap_bytes=min(cap, total) if cap else None,
+        bandwidth_gbs=float(bandwidth) if bandwidth else None,
+        fp16_tflops=float(tflops) if tflops else None,
+        fp8=bool(entry.get("fp8", False)),
+        fp4=bool(entry.get("fp4", False)),
+        unified_memory=g.unified_memory or bool(entry.get("unified_memory", False)),
+        nvlink=bool(g.nvlink_links),
+        tdp_w=entry.get("tdp_w") or g.power_limit_w,
+        price_usd=entry.get("price_usd"),
+        catalog_key=g.catalog_key,
+    )
+
+
+def probe_hardware(report: ProbeReport, catalog: list[dict[str, Any]] | None = None) -> Hardware:
+    """Hardware for the sizing engine. RAM is capped by the container's cgroup limit."""
+    catalog = load_catalog() if catalog is None else catalog
+    by_key = {str(e.get("key") or e.get("name")): e for e in catalog}
+    devices = []
+    for g in report.gpus:
+        if not g.visible:
+            continue
+        if g.integrated and not g.unified_memory:
+            _note(report, f"{g.name}: integrated GPU with a small carve-out; its memory is system RAM, left out")
+            continue
+        dev = _device(g, by_key.get(g.catalog_key or ""), report)
+        if dev is not None:
+            devices.append(dev)
+    ram, avail = report.ram_total_bytes, report.ram_available_bytes
+    if report.cgroup_limit_bytes:
+        ram = min(ram, report.cgroup_limit_bytes) if ram else report.cgroup_limit_bytes
+        avail = min(avail, report.cgroup_limit_bytes) if avail is not None else None
+    return Hardware(
+        devices=devices,
+        system_ram_bytes=ram or None,
+        ram_available_bytes=avail,
+    )
