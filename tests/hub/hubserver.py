@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -57,6 +58,7 @@ class FakeHub:
         self.accepted_tokens: set[str] = set()  # tokens whose owner accepted every gated licence
         self.info_delay = 0.0  # seconds model info waits before answering (timeout tests)
         self.requests: list[tuple[str, str, dict]] = []
+        self.connections: set = set()  # open client sockets, cut on stop() like a lost network
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self.url = ""
@@ -83,6 +85,12 @@ class FakeHub:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            self._server = None
+        for sock in list(self.connections):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -91,6 +99,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args) -> None:  # keep pytest output clean
         pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.state.connections.add(self.connection)
+
+    def finish(self) -> None:
+        self.state.connections.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:  # the client went away (timeout test)
+            pass
 
     # -- helpers
     def _send(self, status: int, body: bytes = b"", headers: dict | None = None, head: bool = False) -> None:
