@@ -170,8 +170,7 @@ def _cache_dir() -> Path:
 
 
 def _translate(exc: BaseException, repo_id: str, revision: str | None, token: str | None) -> HubError | None:
-    """Map a huggingface_hub / httpx2 exception to one of ours (None: not a Hub failure)."""
-    import httpx2
+    """Map a huggingface_hub / HTTP-client exception to one of ours (None: not a Hub failure)."""
     from huggingface_hub import errors
 
     page = f"{_endpoint()}/{repo_id}"
@@ -206,10 +205,15 @@ def _translate(exc: BaseException, repo_id: str, revision: str | None, token: st
         return HubUnavailable(f"the Hub answered HTTP {status} for {repo_id}", repo_id, token)
     if isinstance(exc, errors.FileMetadataError):
         return HubUnavailable(f"{_endpoint()} does not answer like a Hugging Face Hub (check HF_ENDPOINT)", repo_id, token)
-    if isinstance(exc, httpx2.TimeoutException):
+    # HTTP-client errors are matched by class name: huggingface_hub 2.x raises httpx2's, older ones httpx/requests.
+    names = {c.__name__ for c in type(exc).__mro__}
+    if isinstance(exc, TimeoutError) or any("Timeout" in n for n in names):
         return HubTimeout(f"the Hub at {_endpoint()} did not answer in time for {repo_id}", repo_id, token)
-    if isinstance(exc, (httpx2.TransportError, OSError)):
+    if isinstance(exc, OSError) or names & {"TransportError", "NetworkError", "ConnectError", "ConnectionError",
+                                            "RemoteProtocolError", "ProtocolError"}:
         return HubUnavailable(f"cannot reach {_endpoint()} for {repo_id} (no network?)", repo_id, token)
+    if isinstance(exc, json.JSONDecodeError):
+        return HubUnavailable(f"{_endpoint()} answered non-JSON for {repo_id} (check HF_ENDPOINT)", repo_id, token)
     return None
 
 
