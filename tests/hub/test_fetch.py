@@ -222,3 +222,15 @@ def test_find_gguf_repos_by_base_model_tag_then_by_name(hub):
     assert {c.match for c in found} == {"base_model"}
     by_name = find_gguf_repos(LLAMA)
     assert [(c.repo_id, c.match) for c in by_name] == [("someone/Llama-3.1-8B-GGUF", "name")]
+
+
+def test_modelopt_side_file_becomes_quantization_config(hub):
+    # hf_quant_config.json layout as vLLM's ModelOptFp4Config.from_config documents it:
+    # {"producer": {...}, "quantization": {"quant_algo": "NVFP4", ...}}; config.json has no quantization_config.
+    side = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "exclude_modules": ["lm_head"]}}
+    hub.add(FakeRepo("org/nvfp4", SHA_A, files={"config.json": fixture_bytes("qwen3-0.6b.config.json"),
+                                                 "hf_quant_config.json": json.dumps(side).encode()}))
+    m = fetch_model("org/nvfp4")
+    assert m.quantization_config == {"quant_method": "modelopt", "quant_algo": "NVFP4",
+                                     "exclude_modules": ["lm_head"], "producer": {"name": "modelopt"}}
+    assert any("hf_quant_config.json" in n for n in m.notes)
