@@ -7,7 +7,7 @@ from fake_pynvml import FakeNVML
 from test_probe_nvml import H100, H100_MIG, H200
 
 from fitprobe.cmd_probe import probe_command
-from fitprobe.probe import match
+from fitprobe.probe import match, nvidia_nvml
 from fitprobe.probe.masks import apply_masks, parse_mask
 from fitprobe.probe.registry import probe_machine
 from fitprobe.probe.run import RunResult, run_command
@@ -134,9 +134,7 @@ def test_hardware_from_heterogeneous_gpus(catalog):
 
 
 def test_hardware_mig_slice_and_hidden_gpu(catalog):
-    readings = [
-        *__import__("fitprobe.probe.nvidia_nvml", fromlist=["probe"]).probe(FakeNVML([H100_MIG, H200]))[0]
-    ]
+    readings, _ = nvidia_nvml.probe(FakeNVML([H100_MIG, H200]))
     match.match_all(readings, catalog)
     readings[1].visible = False
     report = _report(readings, ram_total_bytes=256 * GiB)
