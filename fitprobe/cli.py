@@ -1,6 +1,84 @@
+"""The fitprobe command line: parse options, call the core, format. Exit codes:
+0 fits (or tight), 1 does not fit, 2 usage error, 3 model cannot be resolved, 4 hardware not probeable."""
+from __future__ import annotations
+
+import sys
+
 import click
 
+from fitprobe import __version__
 
-@click.group()
+EXIT_FITS, EXIT_EXCEEDS, EXIT_USAGE, EXIT_MODEL, EXIT_HARDWARE = 0, 1, 2, 3, 4
+
+
+def fail(message: str, code: int) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def size_options(f):
+    """Options shared by plan and check."""
+    opts = [
+        click.option("--quant", "-q", default=None, help="Q4_K_M (default), Q8_0, BF16, FP8, AWQ, native, ..."),
+        click.option("--ctx", "context", type=int, default=8192, show_default=True, help="context tokens per sequence"),
+        click.option("--kv-cache", "kv_cache", default=None, help="KV cache type: f16, bf16, fp8, q8_0, q4_0, auto"),
+        click.option("--batch", type=int, default=1, show_default=True, help="concurrent sequences"),
+        click.option("--engine", type=click.Choice(["llama.cpp", "vllm", "sglang", "ollama", "mlx"]), default=None,
+                     help="default: llama.cpp for GGUF quants, vLLM for checkpoints, MLX on Apple"),
+        click.option("--ubatch", type=int, default=512, show_default=True, help="llama.cpp micro-batch (-ub)"),
+        click.option("--no-flash-attn", is_flag=True, help="llama.cpp without flash attention"),
+        click.option("--ngl", "gpu_layers", type=int, default=None, help="llama.cpp -ngl (default: all layers)"),
+        click.option("--gpu-util", type=float, default=0.9, show_default=True, help="vLLM --gpu-memory-utilization"),
+        click.option("--usable", "usable_fraction", type=float, default=0.95, show_default=True,
+                     help="share of physical memory treated as usable"),
+        click.option("--min-margin", default="0", help="margin below which the verdict is 'tight', e.g. 2GiB"),
+        click.option("--ram-gib", type=float, default=None, help="system RAM for offload (default: unknown)"),
+        click.option("--token", default=None, help="Hugging Face token for gated repos (or HF_TOKEN)"),
+        click.option("--revision", default=None, help="Hub revision (branch, tag or commit)"),
+        click.option("--json", "as_json", is_flag=True, help="print the JSON contract"),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def parse_bytes(text: str) -> int:
+    units = {"gib": 1 << 30, "gb": 10**9, "mib": 1 << 20, "mb": 10**6, "b": 1, "": 1 << 30}
+    raw = text.strip().lower().replace(" ", "")
+    num = raw.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = raw[len(num):]
+    try:
+        value = float(num)
+    except ValueError:
+        raise click.BadParameter(f"'{text}' is not a size like 2GiB or 1500MB") from None
+    if unit not in units or value < 0:
+        raise click.BadParameter(f"'{text}' is not a size like 2GiB or 1500MB")
+    return int(value * units[unit])
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="fitprobe")
 def main():
-    """fitprobe"""
+    """Will this LLM run on this hardware, how well, and with which launch flags?"""
+
+
+@main.command()
+@click.argument("model")
+@click.option("--gpu", required=True, help="catalog GPU name (e.g. 'RTX 4090', 'H100 SXM', 'M4 Max'), or 'cpu'")
+@click.option("--gpus", type=int, default=1, show_default=True, help="number of identical GPUs")
+@size_options
+def plan(model, gpu, gpus, **opts):
+    """Size MODEL on named hardware (bundled name, HF id, directory, config.json or .gguf)."""
+    from fitprobe import commands
+
+    commands.run_plan("plan", model, gpu=gpu, gpus=gpus, **opts)
+
+
+def _register_optional() -> None:
+    """Commands that live in their own modules (kept out of start-up until invoked)."""
+    from fitprobe.cmd_probe import probe_command
+
+    main.add_command(probe_command)
+
+
+_register_optional()

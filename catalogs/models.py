@@ -1,0 +1,79 @@
+"""The bundled model catalog: real config.json snapshots, one JSON file per model, validated at load."""
+from __future__ import annotations
+
+import difflib
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+MODELS_DIR = Path(__file__).parent / "data" / "models"
+
+
+class CatalogError(ValueError):
+    """A catalog file that does not validate, or a name that matches nothing."""
+
+
+class ModelEntry(BaseModel):
+    name: str
+    display_name: str
+    hf_id: str
+    aliases: list[str] = Field(default_factory=list)
+    family: str
+    license: str | None = None
+    published_params: int = Field(gt=0)
+    published_active_params: int | None = None
+    params_source: str
+    config_source: str
+    gguf_repo: str | None = None
+    ollama: str | None = None
+    notes: str = ""
+    config: dict
+    params_json: dict | None = None
+
+
+def _norm(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+@lru_cache(maxsize=1)
+def load_models() -> tuple[ModelEntry, ...]:
+    entries = []
+    for path in sorted(MODELS_DIR.glob("*.json")):
+        try:
+            entry = ModelEntry.model_validate(json.loads(path.read_text()))
+        except (ValidationError, json.JSONDecodeError) as exc:
+            raise CatalogError(f"bundled model file {path.name} is invalid: {exc}") from exc
+        if entry.name != path.stem:
+            raise CatalogError(f"bundled model file {path.name} has name '{entry.name}'")
+        entries.append(entry)
+    return tuple(entries)
+
+
+@lru_cache(maxsize=1)
+def _index() -> dict[str, ModelEntry]:
+    index: dict[str, ModelEntry] = {}
+    for entry in load_models():
+        for key in (entry.name, entry.hf_id, entry.hf_id.split("/")[-1], entry.display_name, *entry.aliases):
+            index.setdefault(_norm(key), entry)
+    return index
+
+
+def find_model(name: str) -> ModelEntry | None:
+    """A bundled model by catalog name, HF id (with or without org), display name or alias."""
+    return _index().get(_norm(name))
+
+
+def suggest_models(name: str, n: int = 3) -> list[str]:
+    names = {e.name: e for e in load_models()}
+    keys = {_norm(k): e.name for e in load_models() for k in (e.name, e.hf_id, e.display_name, *e.aliases)}
+    hits = difflib.get_close_matches(_norm(name), list(keys), n=n * 3, cutoff=0.5)
+    out: list[str] = []
+    for hit in hits:
+        if keys[hit] not in out:
+            out.append(keys[hit])
+    if not out:
+        words = [w for w in name.lower().replace("/", "-").split("-") if len(w) > 2]
+        out = [n_ for n_ in names if any(w in n_ for w in words)]
+    return out[:n]

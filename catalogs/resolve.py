@@ -1,0 +1,231 @@
+"""Turn what the user typed into a ModelSpec: a bundled name, a local config.json / directory /
+.gguf file, or a Hugging Face id (through the Hub, its cache, then the bundled catalog)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fitprobe.estimator.config import SpecError, spec_from_config
+from fitprobe.estimator.quant import QuantFormat, WeightBytes, weight_bytes
+from fitprobe.estimator.spec import ModelSpec
+
+from .models import ModelEntry, find_model, suggest_models
+from .quants import find_quant, quant_table
+
+
+class ResolveError(ValueError):
+    """The model cannot be resolved (exit code 3)."""
+
+
+@dataclass
+class ResolvedModel:
+    spec: ModelSpec
+    source: str
+    entry: ModelEntry | None = None
+    known_weights: dict[str, tuple[WeightBytes, str]] = field(default_factory=dict)
+    requested_quant: str | None = None
+    gguf_repo: str | None = None
+    notes: list[str] = field(default_factory=list)
+    extra_formats: list[QuantFormat] = field(default_factory=list)  # e.g. a local GGUF's own file type
+
+
+def _spec(config: dict, name: str, hf_id: str | None) -> ModelSpec:
+    try:
+        return spec_from_config(config, name=name, hf_id=hf_id)
+    except SpecError as exc:
+        raise ResolveError(f"{name}: {exc}") from exc
+
+
+def _read_config(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ResolveError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    except OSError as exc:
+        raise ResolveError(f"cannot read {path}: {exc.strerror}") from exc
+    if not isinstance(data, dict):
+        raise ResolveError(f"{path} does not hold a JSON object")
+    return data
+
+
+def scaled(w: WeightBytes, total: int) -> WeightBytes:
+    """Formula weights rescaled to a known real total, keeping the per-layer shape for offload."""
+    f = total / max(1, w.total)
+    return w.model_copy(update={
+        "total": total, "token_embd": int(w.token_embd * f), "output": int(w.output * f),
+        "per_layer": [int(x * f) for x in w.per_layer], "experts_per_layer": [int(x * f) for x in w.experts_per_layer],
+    })
+
+
+def resolve(text: str, *, token: str | None = None, revision: str | None = None) -> ResolvedModel:
+    """Resolve MODEL; raises ResolveError with a one-line message (and close-name suggestions)."""
+    raw = text.strip()
+    if not raw:
+        raise ResolveError("empty model name")
+    path = Path(os.path.expanduser(raw))
+    if path.suffix.lower() == ".gguf" or (path.exists() and path.is_file() and path.suffix.lower() == ".gguf"):
+        return _from_gguf(path)
+    if path.is_dir():
+        cfg = path / "config.json"
+        if not cfg.exists():
+            raise ResolveError(f"{path} has no config.json")
+        return ResolvedModel(spec=_spec(_read_config(cfg), path.name, None), source=f"local {cfg}")
+    if path.suffix.lower() == ".json":
+        if not path.exists():
+            raise ResolveError(f"{path} does not exist")
+        return ResolvedModel(spec=_spec(_read_config(path), path.parent.name or path.stem, None), source=f"local {path}")
+    base, _, quant = raw.partition(":")
+    entry = find_model(base.split("@")[0])
+    if entry is not None and (revision is None and "@" not in base):
+        return _from_entry(entry, quant or None)
+    if re.fullmatch(r"[\w.-]+/[\w.-]+(@[^:\s]+)?(:[\w.-]+)?", raw) or raw.lower().startswith(("http://", "https://", "hf.co/", "huggingface.co/")):
+        return _from_hub(raw, token=token, revision=revision)
+    hint = suggest_models(raw)
+    more = f"; did you mean: {', '.join(hint)}?" if hint else ""
+    raise ResolveError(f"unknown model '{raw}' (not in the bundled catalog, not a file, not an org/name Hub id){more}")
+
+
+def _from_entry(entry: ModelEntry, quant: str | None, *, source: str = "bundled catalog") -> ResolvedModel:
+    if not entry.config:
+        raise ResolveError(f"{entry.name}: bundled entry has no config.json")
+    spec = _spec(entry.config, entry.name, entry.hf_id)
+    return ResolvedModel(spec=spec, source=source, entry=entry, requested_quant=quant, gguf_repo=entry.gguf_repo)
+
+
+def _from_hub(raw: str, *, token: str | None, revision: str | None) -> ResolvedModel:
+    from . import hub  # heavy: huggingface_hub is imported only for Hub lookups
+
+    try:
+        ref = hub.parse_model_ref(raw)
+    except hub.BadModelRef as exc:
+        raise ResolveError(str(exc)) from exc
+    if revision:
+        ref = ref.model_copy(update={"revision": revision})
+    try:
+        model = hub.fetch_model(ref, token=token)
+    except hub.HubUnavailable as exc:
+        entry = find_model(ref.repo_id)
+        if entry is None:
+            raise ResolveError(f"{exc} and '{ref.repo_id}' is not in the bundled catalog") from exc
+        resolved = _from_entry(entry, ref.quant, source="bundled catalog (Hub unreachable)")
+        resolved.notes.append(f"Hub not reachable ({exc}); used the bundled snapshot of {entry.hf_id}")
+        return resolved
+    except hub.HubError as exc:
+        raise ResolveError(str(exc)) from exc
+    return _hub_model(model, ref.quant)
+
+
+def _hub_model(model, quant: str | None) -> ResolvedModel:
+    source = "Hugging Face Hub" if model.source == "hub" else "Hugging Face cache (offline)"
+    config = model.config
+    if config is None and model.params_json:
+        config = params_json_to_config(model.params_json)
+    if config is None:
+        if model.gguf_files:
+            raise ResolveError(f"{model.repo_id} holds only GGUF files and no config.json: pass a local .gguf "
+                               f"or the base model id")
+        raise ResolveError(f"{model.repo_id} has no config.json or params.json to size from")
+    spec = _spec(config, model.repo_id.split("/")[-1], model.repo_id)
+    resolved = ResolvedModel(spec=spec, source=source, requested_quant=quant, notes=list(model.notes))
+    table = quant_table()
+    if model.safetensors_params:
+        exact = sum(n * _dtype_bytes(dt) for dt, n in model.safetensors_params.items())
+        key = _prequant_format(spec) or "BF16"
+        resolved.known_weights[key] = (scaled(weight_bytes(spec, find_quant(key), table), exact),
+                                       "exact from checkpoint")
+    for gg in model.gguf_files:
+        fmt = table.find(gg.quant)
+        if fmt is None or not gg.size_bytes or not gg.complete:
+            continue
+        resolved.known_weights[fmt.name] = (scaled(weight_bytes(spec, fmt, table), gg.size_bytes), "real file size")
+        resolved.gguf_repo = model.repo_id
+    return resolved
+
+
+_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I8": 1, "U8": 1,
+                "I16": 2, "I32": 4, "I64": 8, "F8_E8M0": 1, "BOOL": 1}
+
+
+def _dtype_bytes(dtype: str) -> float:
+    return _DTYPE_BYTES.get(dtype.upper(), 2)
+
+
+def _prequant_format(spec: ModelSpec) -> str | None:
+    q = spec.prequant
+    if q is None:
+        return None
+    method = q.method
+    if method == "fp8" or (method == "compressed-tensors" and q.bits == 8):
+        return "FP8"
+    if method in ("awq",):
+        return "AWQ"
+    if method in ("gptq", "compressed-tensors"):
+        return "GPTQ"
+    if method == "mxfp4":
+        return "MXFP4"
+    if method in ("modelopt",) and q.fmt and "fp4" in q.fmt.lower():
+        return "NVFP4"
+    if method == "bitsandbytes":
+        return "NF4"
+    return None
+
+
+def native_format(spec: ModelSpec) -> str:
+    """The checkpoint's own format: BF16, or what its quantization_config declares."""
+    return _prequant_format(spec) or "BF16"
+
+
+def params_json_to_config(p: dict) -> dict:
+    """Mistral's native params.json named in HF config terms (mistral-inference ModelArgs)."""
+    mapping = {"dim": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
+               "n_kv_heads": "num_key_value_heads", "head_dim": "head_dim", "hidden_dim": "intermediate_size",
+               "vocab_size": "vocab_size", "sliding_window": "sliding_window"}
+    cfg = {new: p[old] for old, new in mapping.items() if p.get(old) is not None}
+    cfg["model_type"] = "mixtral" if p.get("moe") else "mistral"
+    cfg["max_position_embeddings"] = p.get("max_seq_len") or p.get("max_position_embeddings") or 32768
+    if p.get("moe"):
+        cfg["num_local_experts"] = p["moe"].get("num_experts")
+        cfg["num_experts_per_tok"] = p["moe"].get("num_experts_per_tok")
+    cfg["tie_word_embeddings"] = bool(p.get("tied_embeddings", False))
+    return cfg
+
+
+def _from_gguf(path: Path) -> ResolvedModel:
+    if not path.exists():
+        raise ResolveError(f"{path} does not exist")
+    from .gguf_file import GgufFileError, gguf_to_config, read_gguf
+
+    try:
+        info = read_gguf(path)
+        config = gguf_to_config(info)
+    except GgufFileError as exc:
+        raise ResolveError(str(exc)) from exc
+    spec = _spec(config, path.stem, None)
+    per_layer = [0] * spec.n_layers
+    experts = [0] * spec.n_layers
+    embd = output = 0
+    for t in info.tensors:
+        m = re.match(r"blk\.(\d+)\.", t.name)
+        if t.name.startswith("token_embd"):
+            embd += t.n_bytes
+        elif m and int(m.group(1)) < spec.n_layers:
+            per_layer[int(m.group(1))] += t.n_bytes
+            if "_exps" in t.name:
+                experts[int(m.group(1))] += t.n_bytes
+        elif not m:
+            output += t.n_bytes
+    total = info.total_bytes
+    w = WeightBytes(total=total, token_embd=embd, output=output, per_layer=per_layer, experts_per_layer=experts,
+                    by_type=info.bytes_by_type())
+    fmt = quant_table().find(info.file_type or "") if info.file_type else None
+    resolved = ResolvedModel(spec=spec, source=f"local GGUF {path}")
+    if fmt is None:
+        fmt = QuantFormat(name=info.file_type or "GGUF", kind="gguf", ftype="Q8_0", label=f"GGUF {info.file_type or 'file'}",
+                          source=f"tensor types read from {path.name}")
+        resolved.extra_formats.append(fmt)
+    resolved.requested_quant = fmt.name
+    resolved.known_weights[fmt.name] = (w, "exact from GGUF header")
+    return resolved

@@ -1,0 +1,84 @@
+"""Engine working memory beside weights and KV: compute buffers and activation peaks.
+
+llama.cpp reserves its compute buffer once for the worst-case micro-batch (`graph_reserve`,
+n_tokens = min(n_ctx, n_ubatch)); the graph allocator reuses memory across layers, so the
+buffer is the largest live set, not a sum: the output logits (F32, ubatch x vocab) plus the
+hidden state, the FFN intermediates, or without flash attention the F32 KQ scores over the
+whole cache (ubatch x n_kv x heads). Llama-3-8B, ub 512, FA: 4*512*(128256+4096) B = 258.5 MiB,
+the figure its logs print. vLLM profiles a dummy forward of max_num_batched_tokens tokens
+(activations) and the sampler over max_num_seqs rows (logits), plus non-torch allocations
+(NCCL, cuBLAS workspaces): FORMULAS.md §2.3 and §3.1.
+"""
+from __future__ import annotations
+
+from .settings import RunSettings
+from .spec import ModelSpec
+
+MIB = 1 << 20
+GIB = 1 << 30
+# vLLM non-torch memory: logs show 0.05-0.3 GiB on one GPU (FORMULAS §3.1); NCCL adds more under TP.
+VLLM_NON_TORCH_BYTES = int(0.25 * GIB)
+VLLM_NCCL_BYTES = int(0.5 * GIB)
+
+
+def ffn_width(spec: ModelSpec) -> int:
+    """Widest per-token FFN intermediate: dense FFN, or routed experts used + shared experts."""
+    widths = [layer.ffn_size for layer in spec.layers if layer.ffn == "dense"]
+    if spec.moe is not None:
+        widths.append(spec.moe.n_experts_used * spec.moe.expert_ffn + spec.moe.shared_ffn)
+    return max(widths or [spec.hidden_size])
+
+
+def llama_cpp_compute_bytes(spec: ModelSpec, st: RunSettings, n_kv: int, *, output_here: bool = True) -> int:
+    """One device's compute buffer (llama.cpp graph_reserve worst case)."""
+    ub = min(st.ubatch, max(n_kv, 1))
+    d, V = spec.hidden_size, spec.vocab_size
+    logits = 4 * ub * (V + d) if output_here else 4 * ub * d
+    ffn = 4 * ub * (3 * ffn_width(spec) + 2 * d)
+    attention = 4 * ub * (spec.n_heads * spec.head_dim * 3 + 2 * d)
+    if not st.flash_attention:
+        attention += 4 * ub * n_kv * spec.n_heads  # F32 KQ scores over the whole cache
+    return max(logits, ffn, attention)
+
+
+def llama_cpp_output_bytes(spec: ModelSpec, st: RunSettings) -> int:
+    """Host-side logits buffer reserved for one output per sequence (output_reserve)."""
+    return 4 * spec.vocab_size * st.batch
+
+
+def vllm_batch_defaults(device_memory_bytes: int, device_name: str) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) of `vllm serve` (EngineArgs.get_batch_defaults)."""
+    if device_memory_bytes >= 70 * GIB and "a100" not in device_name.lower():
+        return 8192, 1024
+    return 2048, 256
+
+
+def vllm_activation_bytes(spec: ModelSpec, tp: int, batched_tokens: int, max_seqs: int) -> int:
+    """Per-rank activation peak of vLLM's profile run: hidden/FFN working set + sampler logits.
+
+    Per token: gate+up outputs and the activated product (3 x FFN width / TP) and about four
+    hidden-size tensors, in 16 bit; the sampler holds F32 logits for max_num_seqs rows.
+    Checked against logged peaks (Llama-3.1-8B: 1.19 GiB at 8192 tokens / 256 seqs).
+    """
+    per_token = (3 * ffn_width(spec) // tp + 4 * spec.hidden_size) * 2
+    return batched_tokens * per_token + max_seqs * spec.vocab_size * 4
+
+
+def vllm_overhead_bytes(tp: int) -> int:
+    return VLLM_NON_TORCH_BYTES + (VLLM_NCCL_BYTES if tp > 1 else 0)
+
+
+def sglang_reserved_bytes(device_memory_bytes: int, tp: int) -> int:
+    """SGLang's default reserve outside mem_fraction_static (server_args._handle_gpu_memory_settings)."""
+    gib = device_memory_bytes / GIB
+    tiers = [(20, 2048, 8), (35, 2048, 24), (60, 4096, 32), (90, 8192, 256), (160, 8192, 256)]
+    chunked, graph_bs = 16384, 512
+    for limit, c, g in tiers:
+        if gib < limit:
+            chunked, graph_bs = c, g
+            break
+    reserved_mib = 512 + max(chunked, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024
+    reserved = int(reserved_mib * MIB)
+    if gib > 60:
+        reserved = max(reserved, 10 * GIB)
+    return reserved

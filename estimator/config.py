@@ -1,0 +1,417 @@
+"""config.json (a plain dict) -> ModelSpec.
+
+Each supported `model_type` names the keys it needs; a config missing any of them, or a
+model_type nobody taught us, fails closed with `SpecError` naming what is missing.
+Layer patterns (sliding / chunked / linear / Mamba / MoE placement) follow the families'
+transformers configuration classes and llama.cpp's converters.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .spec import MLA, SSM, Indexer, Layer, ModelSpec, MoE, PreQuant
+
+
+class SpecError(ValueError):
+    """A config that cannot be sized: unknown architecture or missing/invalid fields."""
+
+
+# Multimodal wrappers whose language model sits in a nested config.
+_NESTED_TEXT_KEYS = ("text_config", "llm_config", "language_config", "thinker_config")
+
+_DENSE = {
+    "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "gemma3_text",
+    "glm4", "glm", "cohere", "cohere2", "minicpm", "ernie4_5", "olmo2", "exaone", "granite",
+    "starcoder2", "internlm2", "seed_oss", "smollm3", "apertus", "arcee", "gemma4", "gemma4_text",
+    "ministral", "mistral3_text", "ministral3",
+}
+_MOE = {
+    "mixtral", "qwen2_moe", "qwen3_moe", "llama4", "llama4_text", "deepseek_v2", "deepseek_v3",
+    "deepseek_v32", "kimi_k2", "glm4_moe", "glm_moe_dsa", "gpt_oss", "minimax_m2", "ernie4_5_moe",
+    "hunyuan_v1_moe", "hunyuan", "dots1", "bailing_moe", "step3p5", "step3_text", "afmoe",
+}
+_HYBRID = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "jamba",
+           "nemotron_h", "granitemoehybrid", "falcon_h1", "lfm2", "lfm2_moe"}
+SUPPORTED = sorted(_DENSE | _MOE | _HYBRID)
+
+# transformers' default for tie_word_embeddings when a config leaves it out, per family.
+_TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": True, "cohere": True,
+                "cohere2": True, "gemma4": True, "gemma4_text": True, "lfm2": True, "minicpm": False}
+
+
+def _first(cfg: dict, *keys: str) -> Any:
+    for key in keys:
+        if cfg.get(key) is not None:
+            return cfg[key]
+    return None
+
+
+class _Reader:
+    """Reads keys from a config, collecting every missing one before failing."""
+
+    def __init__(self, cfg: dict, arch: str):
+        self.cfg, self.arch, self.missing = cfg, arch, []
+
+    def need(self, *keys: str) -> Any:
+        value = _first(self.cfg, *keys)
+        if value is None:
+            self.missing.append(" or ".join(keys))
+        return value
+
+    def get(self, *keys: str, default: Any = None) -> Any:
+        value = _first(self.cfg, *keys)
+        return default if value is None else value
+
+    def check(self) -> None:
+        if self.missing:
+            raise SpecError(f"config.json for architecture '{self.arch}' is missing: {', '.join(self.missing)}")
+
+
+def _text_config(cfg: dict) -> tuple[dict, dict | None]:
+    """The language-model part of a config, and the vision part if the model has one."""
+    vision = _first(cfg, "vision_config", "vision_encoder", "visual")
+    for key in _NESTED_TEXT_KEYS:
+        nested = cfg.get(key)
+        if isinstance(nested, dict) and nested:
+            merged = {k: v for k, v in cfg.items() if k not in _NESTED_TEXT_KEYS}
+            merged.update(nested)
+            if "model_type" not in nested:
+                merged["model_type"] = cfg.get("model_type")
+            for key2 in ("tie_word_embeddings", "quantization_config", "torch_dtype", "dtype"):
+                if key2 in cfg and key2 not in nested:
+                    merged[key2] = cfg[key2]
+            return merged, vision if isinstance(vision, dict) else None
+    return cfg, vision if isinstance(vision, dict) else None
+
+
+def vision_tower_params(vision: dict | None) -> int:
+    """ViT parameters: per layer 4·d² attention + 2·d·ff MLP (+ norms/bias), plus patch embedding.
+
+    Standard ViT block accounting (Dosovitskiy et al. 2020); a projector of d_vision × d_text is
+    not counted separately because configs rarely state its shape.
+    """
+    if not vision:
+        return 0
+    depth = _first(vision, "num_hidden_layers", "depth", "n_layers", "num_layers")
+    width = _first(vision, "hidden_size", "embed_dim", "width", "d_model")
+    if not depth or not width:
+        return 0
+    ff = _first(vision, "intermediate_size", "mlp_dim") or 4 * width
+    patch = vision.get("patch_size") or 14
+    channels = vision.get("num_channels") or 3
+    per_layer = 4 * width * width + 2 * width * ff + 9 * width + ff
+    return int(depth * per_layer + channels * patch * patch * width)
+
+
+def _layer_kinds_from_types(types: list[str]) -> list[str]:
+    mapping = {
+        "full_attention": "full", "attention": "full", "global": "full",
+        "sliding_attention": "sliding", "sliding": "sliding", "local": "sliding",
+        "chunked_attention": "chunked",
+        "linear_attention": "linear",
+        "mamba": "mamba", "mamba2": "mamba",
+        "conv": "conv",
+    }
+    kinds = []
+    for t in types:
+        if t not in mapping:
+            raise SpecError(f"unknown layer type '{t}' in layer_types")
+        kinds.append(mapping[t])
+    return kinds
+
+
+def _prequant(cfg: dict) -> PreQuant | None:
+    q = cfg.get("quantization_config")
+    if not isinstance(q, dict):
+        return None
+    method = str(q.get("quant_method") or q.get("quant_algo") or "unknown").lower()
+    bits = q.get("bits") or q.get("w_bit")
+    fmt = q.get("fmt") or q.get("format")
+    group = q.get("group_size") or q.get("q_group_size")
+    if method == "compressed-tensors":
+        groups = q.get("config_groups") or {}
+        for grp in groups.values():
+            w = (grp or {}).get("weights") or {}
+            bits = bits or w.get("num_bits")
+            group = group or w.get("group_size")
+            fmt = fmt or w.get("type")
+    if method == "bitsandbytes":
+        bits = 4 if q.get("load_in_4bit") else 8 if q.get("load_in_8bit") else bits
+    skip = q.get("modules_to_not_convert") or q.get("ignore") or q.get("ignored_layers") or []
+    return PreQuant(method=method, bits=float(bits) if bits else None,
+                    group_size=int(group) if isinstance(group, int) and group > 0 else None,
+                    fmt=str(fmt) if fmt else None, modules_not_converted=[str(s) for s in skip])
+
+
+def spec_from_config(config: dict, *, name: str, hf_id: str | None = None) -> ModelSpec:
+    """Normalize a config.json dict into a ModelSpec, or raise SpecError naming what is missing."""
+    if not isinstance(config, dict) or not config:
+        raise SpecError("config.json is empty or not a JSON object")
+    outer_arch = str(config.get("model_type") or "")
+    cfg, vision = _text_config(config)
+    arch = str(cfg.get("model_type") or outer_arch or "")
+    if not arch:
+        archs = config.get("architectures") or []
+        raise SpecError(f"config.json has no model_type (architectures: {archs or 'none'})")
+    if arch not in SUPPORTED and outer_arch in SUPPORTED:
+        arch = outer_arch
+    if arch not in SUPPORTED:
+        raise SpecError(
+            f"unknown architecture '{arch}': fitprobe cannot size it without knowing its layer layout "
+            f"(supported: {', '.join(SUPPORTED)})"
+        )
+    cfg = _expand_block_types(arch, cfg)
+    r = _Reader(cfg, arch)
+    n_layers = r.need("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    hidden = r.need("hidden_size", "n_embd", "d_model", "dim")
+    n_heads = r.need("num_attention_heads", "n_head", "n_heads")
+    vocab = r.need("vocab_size", "padded_vocab_size")
+    r.check()
+    n_kv = r.get("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", default=n_heads)
+    head_dim = r.get("head_dim", "attention_head_dim", "head_size", default=None) or hidden // n_heads
+    ff = r.get("intermediate_size", "ffn_hidden_size", "n_inner", default=0)
+    max_ctx = r.get("max_position_embeddings", "seq_length", "max_sequence_length", "n_positions", default=None)
+    if max_ctx is None:
+        r.missing.append("max_position_embeddings")
+    tie = cfg.get("tie_word_embeddings", config.get("tie_word_embeddings"))
+    if tie is None:
+        tie = _TIE_DEFAULT.get(arch, False)
+    values = {
+        "n_layers": n_layers, "hidden_size": hidden, "num_attention_heads": n_heads,
+        "num_key_value_heads": n_kv, "head_dim": head_dim, "vocab_size": vocab,
+    }
+    for key, value in values.items():
+        if not isinstance(value, int) or value <= 0:
+            raise SpecError(f"config.json field {key} must be a positive integer, got {value!r}")
+    fields: dict[str, Any] = dict(
+        name=name, architecture=arch, hf_id=hf_id, n_layers=n_layers, hidden_size=hidden,
+        vocab_size=vocab, n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim, v_head_dim=head_dim,
+        intermediate_size=ff or 0, tied_embeddings=bool(tie), max_context=max_ctx or 1,
+        attention_bias=bool(r.get("attention_bias", "bias", default=False)),
+        qkv_bias=arch in ("qwen2", "qwen2_moe") or bool(r.get("qkv_bias", default=False)),
+        qk_norm=arch.startswith(("qwen3", "gemma3", "gemma4", "olmo2")) or bool(r.get("use_qk_norm", "qk_layernorm", default=False)),
+        post_norms=arch.startswith(("gemma2", "gemma3", "gemma4", "glm4", "olmo2")) and arch != "glm4_moe",
+        native_dtype=str(config.get("torch_dtype") or config.get("dtype") or cfg.get("torch_dtype") or "bfloat16"),
+        prequant=_prequant(config) or _prequant(cfg),
+        vision_params=vision_tower_params(vision),
+        mtp_layers=int(r.get("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", default=0) or 0),
+    )
+    kinds = _attention_pattern(arch, cfg, n_layers, r)
+    window = _window(arch, cfg)
+    ffn_kinds, moe = _ffn_pattern(arch, cfg, n_layers, ff, r)
+    if arch in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa") or (
+        cfg.get("kv_lora_rank") and cfg.get("qk_rope_head_dim")
+    ):
+        mla = MLA(
+            kv_lora_rank=r.need("kv_lora_rank") or 1, q_lora_rank=cfg.get("q_lora_rank"),
+            qk_rope_head_dim=r.need("qk_rope_head_dim") or 1,
+            qk_nope_head_dim=r.need("qk_nope_head_dim") or 1, v_head_dim=r.need("v_head_dim") or 1,
+        )
+        fields.update(mla=mla, n_kv_heads=n_heads, head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim,
+                      v_head_dim=mla.v_head_dim)
+        if cfg.get("index_head_dim") and cfg.get("index_n_heads"):
+            fields["indexer"] = Indexer(n_heads=cfg["index_n_heads"], head_dim=cfg["index_head_dim"])
+    if arch == "gpt_oss":
+        fields.update(attention_sinks=True, attention_bias=True)
+    if arch in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
+        fields["gated_attention_output"] = True
+    fields["ssm"] = _ssm(arch, cfg, hidden, r)
+    r.check()
+    kv_override = _per_layer_kv_heads(cfg, n_layers)
+    layers = []
+    for i in range(n_layers):
+        kind = kinds[i]
+        layers.append(Layer(
+            attention=kind, ffn=ffn_kinds[i][0], ffn_size=ffn_kinds[i][1],
+            n_kv_heads=(kv_override[i] if kv_override else fields["n_kv_heads"]) if kind in ("full", "sliding", "chunked") else 0,
+            window=window if kind in ("sliding", "chunked") else None,
+        ))
+    if any(layer.attention in ("sliding", "chunked") for layer in layers) and not window:
+        raise SpecError(f"config.json for '{arch}' declares sliding/chunked layers but no window size (sliding_window / attention_chunk_size)")
+    return ModelSpec(layers=layers, moe=moe, **fields)
+
+
+def _expand_block_types(arch: str, cfg: dict) -> dict:
+    """Nemotron-H configs may list layers_block_type instead of num_hidden_layers + a pattern string."""
+    types = cfg.get("layers_block_type")
+    if arch != "nemotron_h" or not isinstance(types, list) or cfg.get("hybrid_override_pattern"):
+        return cfg
+    codes = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+    if any(t not in codes for t in types):
+        raise SpecError(f"unknown entry in layers_block_type: {sorted(set(types) - set(codes))}")
+    out = dict(cfg)
+    out["hybrid_override_pattern"] = "".join(codes[t] for t in types)
+    out.setdefault("num_hidden_layers", len(types))
+    return out
+
+
+def _per_layer_kv_heads(cfg: dict, n_layers: int) -> list[int] | None:
+    per_layer = cfg.get("num_key_value_heads_per_layer")
+    if isinstance(per_layer, list) and len(per_layer) == n_layers:
+        return [int(v) for v in per_layer]
+    return None
+
+
+def _window(arch: str, cfg: dict) -> int | None:
+    if arch in ("llama4", "llama4_text"):
+        return cfg.get("attention_chunk_size")
+    return cfg.get("sliding_window")
+
+
+def _attention_pattern(arch: str, cfg: dict, n: int, r: _Reader) -> list[str]:
+    """Which layers attend fully, in a window, in chunks, or recurrently."""
+    types = cfg.get("layer_types")
+    if arch == "nemotron_h":
+        pattern = r.need("hybrid_override_pattern") or ""
+        if len(pattern) != n:
+            raise SpecError(f"hybrid_override_pattern has {len(pattern)} entries for {n} layers")
+        return ["mamba" if c == "M" else "full" if c == "*" else "none" for c in pattern]
+    if arch == "falcon_h1":
+        return ["full"] * n  # every block runs attention and a Mamba-2 mixer in parallel
+    if isinstance(types, list) and types:
+        if len(types) != n:
+            raise SpecError(f"layer_types has {len(types)} entries for {n} layers")
+        return _layer_kinds_from_types(types)
+    if arch in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
+        interval = r.need("full_attention_interval") or 4
+        return ["full" if (i + 1) % interval == 0 else "linear" for i in range(n)]
+    if arch == "jamba":
+        period, offset = r.need("attn_layer_period"), r.need("attn_layer_offset")
+        if period is None or offset is None:
+            return ["full"] * n
+        return ["full" if i % period == offset else "mamba" for i in range(n)]
+    if arch in ("gemma2",):
+        return ["sliding" if i % 2 == 0 else "full" for i in range(n)]
+    if arch in ("gemma3", "gemma3_text", "cohere2", "gemma4", "gemma4_text"):
+        step = cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern")
+        if not step:
+            raise SpecError(f"config.json for '{arch}' is missing: layer_types or sliding_window_pattern")
+        return ["full" if (i + 1) % step == 0 else "sliding" for i in range(n)]
+    if arch in ("llama4", "llama4_text"):
+        no_rope = cfg.get("no_rope_layers")
+        if isinstance(no_rope, list) and len(no_rope) == n:
+            # no_rope_layers[i] == 0 marks a NoPE layer, which attends globally (transformers Llama4TextConfig)
+            return ["full" if v == 0 else "chunked" for v in no_rope]
+        step = cfg.get("no_rope_layer_interval") or 4
+        return ["full" if (i + 1) % step == 0 else "chunked" for i in range(n)]
+    if arch == "mistral" and cfg.get("sliding_window"):
+        return ["sliding"] * n  # Mistral 7B v0.1: every layer uses the 4096 window
+    if arch in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe") and cfg.get("use_sliding_window") and cfg.get("sliding_window"):
+        cutoff = cfg.get("max_window_layers") or n
+        return ["sliding" if i >= cutoff else "full" for i in range(n)]
+    if arch == "granitemoehybrid":
+        raise SpecError("config.json for 'granitemoehybrid' is missing: layer_types")
+    if arch in ("lfm2", "lfm2_moe"):
+        full = r.need("full_attn_idxs")
+        return ["full" if i in (full or []) else "conv" for i in range(n)]
+    return ["full"] * n
+
+
+def _ffn_pattern(arch: str, cfg: dict, n: int, ff: int, r: _Reader):
+    """Per-layer (kind, width) of the FFN, and the MoE description if there is one."""
+    if arch not in _MOE and arch not in ("qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "jamba",
+                                         "nemotron_h", "granitemoehybrid", "lfm2_moe"):
+        if arch == "nemotron_h":
+            pass
+        return [("dense", ff)] * n, None
+    n_exp = r.get("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts", "n_experts")
+    if not n_exp:
+        if arch in ("nemotron_h", "jamba", "granitemoehybrid"):
+            return _hybrid_dense_ffn(arch, cfg, n, ff), None
+        r.need("num_experts or num_local_experts or n_routed_experts")
+        return [("dense", ff)] * n, None
+    used = r.need("num_experts_per_tok", "experts_per_token", "moe_k", "moe_topk", "num_experts_per_token")
+    if isinstance(used, list):
+        used = used[0]
+    expert_ff = r.get("moe_intermediate_size", "expert_intermediate_size")
+    if isinstance(expert_ff, list):
+        expert_ff = expert_ff[0]
+    if arch in ("mixtral", "gpt_oss", "jamba", "minimax_m2", "granitemoehybrid") or not expert_ff:
+        expert_ff = ff
+    shared = r.get("n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "num_shared_expert", default=0)
+    if isinstance(shared, list):
+        shared = shared[0]
+    shared_ff = r.get("shared_expert_intermediate_size", "shared_intermediate_size",
+                      "moe_shared_expert_intermediate_size", default=None)
+    if arch in ("llama4", "llama4_text"):
+        shared, shared_ff = 1, expert_ff
+    if shared and not shared_ff:
+        shared_ff = expert_ff * shared
+    if shared_ff and not shared:
+        shared = 1
+    dense_ff = ff
+    if arch in ("llama4", "llama4_text"):
+        dense_ff = r.get("intermediate_size_mlp", default=ff)
+    moe = MoE(n_experts=n_exp, n_experts_used=used or 1, expert_ffn=expert_ff or 0,
+              n_shared_experts=int(shared or 0), shared_ffn=int(shared_ff or 0),
+              expert_bias=arch == "gpt_oss", latent_size=int(cfg.get("moe_latent_size") or 0))
+    is_moe = _moe_layers(arch, cfg, n, r)
+    if arch == "nemotron_h":
+        pattern = cfg.get("hybrid_override_pattern") or ""
+        return [("moe", 0) if c == "E" else ("dense", ff) if c == "-" else ("none", 0) for c in pattern], moe
+    return [("moe", 0) if is_moe[i] else ("dense", dense_ff) for i in range(n)], moe
+
+
+def _hybrid_dense_ffn(arch: str, cfg: dict, n: int, ff: int):
+    if arch == "nemotron_h":
+        pattern = cfg.get("hybrid_override_pattern") or ""
+        return [("dense", ff) if c == "-" else ("none", 0) for c in pattern]
+    return [("dense", ff)] * n
+
+
+def _moe_layers(arch: str, cfg: dict, n: int, r: _Reader) -> list[bool]:
+    """Which layers are MoE: first_k_dense_replace, decoder_sparse_step, interleave steps, mlp_only_layers."""
+    first_dense = cfg.get("first_k_dense_replace") or cfg.get("moe_layer_start_index") or 0
+    if isinstance(first_dense, list):
+        first_dense = first_dense[0]
+    freq = cfg.get("moe_layer_freq") or cfg.get("decoder_sparse_step") or cfg.get("interleave_moe_layer_step") or 1
+    mlp_only = set(cfg.get("mlp_only_layers") or [])
+    if arch == "jamba":
+        period = cfg.get("expert_layer_period") or 1
+        offset = cfg.get("expert_layer_offset") or 0
+        return [i % period == offset for i in range(n)]
+    if arch in ("llama4", "llama4_text"):
+        moe_layers = cfg.get("moe_layers")
+        if isinstance(moe_layers, list):
+            return [i in moe_layers for i in range(n)]
+        step = cfg.get("interleave_moe_layer_step") or 1
+        return [(i + 1) % step == 0 for i in range(n)]
+    if isinstance(cfg.get("mlp_layer_types"), list):
+        return [t == "sparse" for t in cfg["mlp_layer_types"]]
+    out = []
+    for i in range(n):
+        moe = i >= first_dense and (i % freq == 0 if arch.startswith("deepseek") else (i + 1) % freq == 0)
+        out.append(moe and i not in mlp_only)
+    return out
+
+
+def _ssm(arch: str, cfg: dict, hidden: int, r: _Reader) -> SSM | None:
+    """Recurrent-state dimensions, named as llama.cpp's hparams use them."""
+    if arch in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
+        nv, nk = r.need("linear_num_value_heads"), r.need("linear_num_key_heads")
+        dk, dv = r.need("linear_key_head_dim"), r.need("linear_value_head_dim")
+        conv = r.need("linear_conv_kernel_dim")
+        if None in (nv, nk, dk, dv, conv):
+            return None
+        return SSM(kind="gdn", d_inner=nv * dv, d_state=dk, d_conv=conv, n_group=nk,
+                   n_k_heads=nk, k_head_dim=dk, n_v_heads=nv, v_head_dim=dv)
+    if arch == "jamba":
+        d_state, d_conv, expand = r.need("mamba_d_state"), r.need("mamba_d_conv"), r.need("mamba_expand")
+        if None in (d_state, d_conv, expand):
+            return None
+        dt_rank = cfg.get("mamba_dt_rank") or -(-hidden // 16)
+        return SSM(kind="mamba1", d_inner=expand * hidden, d_state=d_state, d_conv=d_conv, dt_rank=dt_rank)
+    if arch in ("nemotron_h", "granitemoehybrid", "falcon_h1"):
+        heads = r.need("mamba_num_heads", "mamba_n_heads")
+        head_dim = r.need("mamba_head_dim", "mamba_d_head")
+        d_state = r.need("ssm_state_size", "mamba_d_state")
+        groups = r.get("n_groups", "mamba_n_groups", default=1)
+        conv = r.need("conv_kernel", "mamba_d_conv")
+        if None in (heads, head_dim, d_state, conv):
+            return None
+        return SSM(kind="mamba2", d_inner=heads * head_dim, d_state=d_state, d_conv=conv,
+                   n_group=groups, n_heads=heads)
+    if arch in ("lfm2", "lfm2_moe"):
+        cache = r.need("conv_L_cache")
+        return SSM(kind="shortconv", d_inner=hidden, d_state=0, d_conv=cache or 3) if cache else None
+    return None

@@ -1,0 +1,66 @@
+"""Typed hardware the estimator sizes against: devices named by the user or probed.
+
+The estimator never touches the machine; `probe/` and the GPU catalog build these values.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+DeviceKind = Literal["gpu", "apple", "npu", "cpu"]
+
+
+class Device(BaseModel):
+    """One accelerator as the estimator sees it (never several cards collapsed into one)."""
+
+    name: str
+    kind: DeviceKind = "gpu"
+    memory_bytes: int = Field(gt=0, description="physical memory of the device")
+    free_bytes: int | None = Field(default=None, ge=0, description="free right now (probed only)")
+    usable_cap_bytes: int | None = Field(
+        default=None,
+        gt=0,
+        description="hard cap below physical memory: Metal working-set limit, MIG slice, carve-out + GTT",
+    )
+    bandwidth_gbs: float | None = Field(default=None, gt=0)
+    fp16_tflops: float | None = Field(default=None, gt=0)
+    fp8: bool = False
+    fp4: bool = False
+    unified_memory: bool = False
+    nvlink: bool = False
+    tdp_w: float | None = None
+    price_usd: float | None = None
+    catalog_key: str | None = None
+
+
+class Hardware(BaseModel):
+    """What a plan runs on: zero or more devices plus the host's RAM (for offload)."""
+
+    devices: list[Device] = Field(default_factory=list)
+    system_ram_bytes: int | None = Field(default=None, gt=0)
+    ram_available_bytes: int | None = Field(default=None, ge=0)
+    ram_bandwidth_gbs: float | None = Field(default=None, gt=0)
+    usable_fraction: float = Field(default=0.95, gt=0, le=1, description="share of physical memory treated as usable")
+
+    @property
+    def name(self) -> str:
+        """'2× RTX 4090' for identical cards, 'RTX 3090 + RTX 4090' for mixed ones, 'CPU only' for none."""
+        if not self.devices:
+            return "CPU only"
+        names = [d.name for d in self.devices]
+        if len(set(names)) == 1:
+            return names[0] if len(names) == 1 else f"{len(names)}x {names[0]}"
+        return " + ".join(names)
+
+    def usable_bytes(self, device: Device, *, now: bool = False) -> int:
+        """Memory a model may use on one device: a share of physical memory, never above a hard cap.
+
+        With now=True the free memory (other processes counted) bounds it too.
+        """
+        usable = int(device.memory_bytes * self.usable_fraction)
+        if device.usable_cap_bytes is not None:
+            usable = min(usable, device.usable_cap_bytes)
+        if now and device.free_bytes is not None:
+            usable = min(usable, device.free_bytes)
+        return usable

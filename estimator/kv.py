@@ -1,0 +1,146 @@
+"""KV cache and recurrent state, per engine, because engines allocate differently.
+
+llama.cpp (src/llama-kv-cache.cpp, llama-kv-cache-iswa.cpp, llama-memory-recurrent.cpp):
+cells padded to 256; sliding/chunked layers capped at window x sequences + ubatch; MLA caches
+only the 576-wide latent K (V is a view of it); recurrent layers hold F32 r/s states per
+sequence. vLLM (v1/kv_cache_interface.py): 16-token blocks; sliding layers keep
+window - 1 + max_num_batched_tokens tokens plus one block; MLA latent replicated per TP rank;
+KV heads split over TP ranks but never below one per rank.
+FORMULAS.md §2.2 and §3.2 give the derivations and sources.
+"""
+from __future__ import annotations
+
+from math import ceil
+
+from pydantic import BaseModel
+
+from .settings import RunSettings
+from .spec import ModelSpec
+
+LLAMA_CPP_PAD = 256  # GGML_PAD(n_ctx, 256) in llama_context
+VLLM_BLOCK = 16  # default block_size on CUDA
+
+
+class KvCache(BaseModel):
+    """Bytes of the attention cache and recurrent state over all devices, with per-layer detail."""
+
+    total: int
+    full: int = 0
+    windowed: int = 0  # sliding-window and chunked-attention layers
+    latent: int = 0  # MLA latent cache
+    indexer: int = 0  # DSA indexer keys
+    recurrent: int = 0  # Mamba / gated-delta-net / short-conv state
+    per_layer: list[int]
+    cells_full: int = 0
+    cells_window: int = 0
+    note: str = ""
+
+
+def _pad(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def _row(n_elements: int, bytes_per_element: float) -> float:
+    return n_elements * bytes_per_element
+
+
+def recurrent_state_bytes(spec: ModelSpec, sequences: int, *, dtype_bytes: float = 4.0) -> int:
+    """One layer's r (conv) + s (ssm) state for `sequences` sequences (llama.cpp keeps both in F32)."""
+    s = spec.ssm
+    if s is None:
+        return 0
+    if s.kind in ("mamba2", "gdn"):
+        r = (s.d_conv - 1) * (s.d_inner + 2 * s.n_group * s.d_state)
+        st = s.d_state * s.d_inner
+    elif s.kind == "mamba1":
+        r = (s.d_conv - 1) * s.d_inner
+        st = s.d_state * s.d_inner
+    else:  # shortconv
+        r, st = (s.d_conv - 1) * spec.hidden_size, 0
+    return int((r + st) * dtype_bytes * max(1, sequences))
+
+
+def kv_cache(spec: ModelSpec, settings: RunSettings, *, tensor_parallel: int = 1,
+             max_num_batched_tokens: int = 2048) -> KvCache:
+    if settings.engine in ("vllm", "sglang"):
+        return _kv_paged(spec, settings, tensor_parallel, max_num_batched_tokens)
+    return _kv_ggml(spec, settings)
+
+
+def _kv_ggml(spec: ModelSpec, st: RunSettings) -> KvCache:
+    """llama.cpp / Ollama (same allocator) and MLX (no padding, rotating caches for windows)."""
+    e = st.kv_bytes_per_element(spec.native_dtype)
+    np_ = st.batch
+    mlx = st.engine == "mlx"
+    seq_cells = st.context if mlx else _pad(st.context, LLAMA_CPP_PAD)
+    cells_full = seq_cells * np_
+    per_layer, out = [], dict(full=0, windowed=0, latent=0, indexer=0, recurrent=0)
+    cells_window = 0
+    recurrent_each = recurrent_state_bytes(spec, np_, dtype_bytes=2.0 if mlx else 4.0)
+    falcon_h1 = spec.architecture == "falcon_h1"
+    for layer in spec.layers:
+        b = 0.0
+        if layer.attention in ("full", "sliding", "chunked"):
+            cells = cells_full
+            if layer.attention != "full" and layer.window:
+                if mlx:
+                    cells = min(st.context, layer.window) * np_
+                else:
+                    cells = np_ * min(seq_cells, _pad(layer.window + st.ubatch, LLAMA_CPP_PAD))
+                cells_window = cells
+            if spec.mla is not None:
+                lat = cells * _row(spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim, e)
+                out["latent"] += lat
+                b += lat
+                if spec.indexer is not None:
+                    idx = cells * _row(spec.indexer.head_dim, 2.0)
+                    out["indexer"] += idx
+                    b += idx
+            else:
+                kv = cells * (_row(layer.n_kv_heads * spec.head_dim, e) + _row(layer.n_kv_heads * spec.v_head_dim, e))
+                out["full" if layer.attention == "full" else "windowed"] += kv
+                b += kv
+        if layer.attention in ("mamba", "linear", "conv") or falcon_h1:
+            out["recurrent"] += recurrent_each
+            b += recurrent_each
+        per_layer.append(int(b))
+    return KvCache(total=sum(per_layer), per_layer=per_layer, cells_full=cells_full, cells_window=cells_window,
+                   **{k: int(v) for k, v in out.items()})
+
+
+def _kv_paged(spec: ModelSpec, st: RunSettings, tp: int, batched: int) -> KvCache:
+    """vLLM / SGLang: paged blocks; the numbers are summed over the TP ranks."""
+    e = st.kv_bytes_per_element(spec.native_dtype)
+    blocks_full = ceil(st.context / VLLM_BLOCK)
+    per_layer, out = [], dict(full=0, windowed=0, latent=0, indexer=0, recurrent=0)
+    cells_window = 0
+    state_dtype = 2.0 if "16" in spec.native_dtype or "bfloat" in spec.native_dtype else 4.0
+    recurrent_each = recurrent_state_bytes(spec, st.batch, dtype_bytes=state_dtype) * tp
+    for layer in spec.layers:
+        b = 0.0
+        if layer.attention in ("full", "sliding", "chunked"):
+            tokens = blocks_full * VLLM_BLOCK
+            if layer.attention != "full" and layer.window and st.engine == "vllm":
+                span = min(layer.window - 1 + batched, st.context)
+                tokens = (ceil(span / VLLM_BLOCK) + (1 if layer.attention == "sliding" else 0)) * VLLM_BLOCK
+                cells_window = tokens * st.batch
+            tokens *= st.batch
+            if spec.mla is not None:
+                lat = tokens * _row(spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim, e) * tp
+                out["latent"] += lat
+                b += lat
+                if spec.indexer is not None:
+                    idx = tokens * _row(spec.indexer.head_dim, e) * tp
+                    out["indexer"] += idx
+                    b += idx
+            else:
+                heads_per_rank = max(1, layer.n_kv_heads // tp)
+                kv = tokens * heads_per_rank * tp * (_row(spec.head_dim, e) + _row(spec.v_head_dim, e))
+                out["full" if layer.attention == "full" else "windowed"] += kv
+                b += kv
+        if layer.attention in ("mamba", "linear", "conv") or spec.architecture == "falcon_h1":
+            out["recurrent"] += recurrent_each
+            b += recurrent_each
+        per_layer.append(int(b))
+    return KvCache(total=sum(per_layer), per_layer=per_layer, cells_full=blocks_full * VLLM_BLOCK * st.batch,
+                   cells_window=cells_window, **{k: int(v) for k, v in out.items()})

@@ -1,0 +1,164 @@
+"""Where every byte goes: weights, KV cache and buffers placed on devices the way each engine does.
+
+llama.cpp / Ollama: the input embedding stays in host RAM; `-ngl N` puts the output layer and
+the last N-1 blocks on the GPUs, split over several GPUs by memory (tensor_split); the KV of a
+block lives with the block; each GPU holding blocks reserves a compute buffer.
+vLLM / SGLang: tensor parallel over all GPUs; weights and KV heads divide by TP (KV never below
+one head per rank; MLA latent replicated), each rank keeps its activation peak and overhead.
+MLX: everything in unified memory under the Metal working-set limit.
+"""
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from . import buffers
+from .hardware import Device, Hardware
+from .kv import KvCache, kv_cache
+from .quant import QuantFormat, QuantTable, WeightBytes, weight_bytes
+from .settings import RunSettings
+from .spec import ModelSpec
+
+
+class DeviceUsage(BaseModel):
+    name: str
+    weights_bytes: int
+    kv_cache_bytes: int
+    buffers_bytes: int
+    total_bytes: int
+    usable_bytes: int
+    layers: int = 0
+
+
+class MemoryBreakdown(BaseModel):
+    """Bytes on the accelerators (summed over devices), what spills to host RAM, and per-device detail."""
+
+    weights_bytes: int
+    kv_cache_bytes: int
+    buffers_bytes: int
+    total_bytes: int
+    host_weights_bytes: int = 0
+    host_kv_cache_bytes: int = 0
+    host_buffers_bytes: int = 0
+    model_file_bytes: int = 0  # every text tensor at this quant: the GGUF file / checkpoint size
+    gpu_layers: int = 0
+    n_layers: int = 0
+    per_device: list[DeviceUsage] = []
+    kv: KvCache
+    notes: list[str] = []
+
+    @property
+    def host_total_bytes(self) -> int:
+        return self.host_weights_bytes + self.host_kv_cache_bytes + self.host_buffers_bytes
+
+
+def engine_usable_bytes(hw: Hardware, device: Device, st: RunSettings, *, now: bool = False) -> int:
+    """What the engine lets the model use on one device: vLLM takes its utilization share,
+    SGLang its static fraction; others the hardware's usable share."""
+    usable = hw.usable_bytes(device, now=now)
+    if st.engine == "vllm":
+        usable = min(usable, int(device.memory_bytes * st.gpu_memory_utilization))
+    return usable
+
+
+def estimate(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, st: RunSettings, hw: Hardware, *,
+             weights: WeightBytes | None = None, now: bool = False) -> MemoryBreakdown:
+    """Size a model on hardware. `weights` may carry exact sizes (real GGUF/safetensors)."""
+    w = weights or weight_bytes(spec, fmt, table)
+    if st.engine in ("vllm", "sglang"):
+        return _paged(spec, w, st, hw, now)
+    return _layered(spec, w, st, hw, now)
+
+
+def _split_layers(n_blocks: int, shares: list[int]) -> list[int]:
+    """Blocks per device in proportion to usable memory, like llama.cpp's default tensor split."""
+    total = sum(shares) or 1
+    out, given, acc = [], 0, 0.0
+    for share in shares:
+        acc += share / total * n_blocks
+        upto = round(acc)
+        out.append(upto - given)
+        given = upto
+    return out
+
+
+def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: bool) -> MemoryBreakdown:
+    kv = kv_cache(spec, st)
+    n = spec.n_layers
+    devices = hw.devices
+    ngl = n + 1 if st.gpu_layers is None else min(st.gpu_layers, n + 1)
+    if not devices:
+        ngl = 0
+    gpu_blocks = max(0, ngl - 1)
+    first_gpu_block = n - gpu_blocks
+    output_on_gpu = ngl >= 1
+    mlx = st.engine == "mlx"
+    notes: list[str] = []
+    host_w = w.token_embd if not mlx else 0
+    if mlx:
+        output_on_gpu, gpu_blocks, first_gpu_block = True, n, 0
+    usable = [engine_usable_bytes(hw, d, st, now=now) for d in devices]
+    split = _split_layers(gpu_blocks, usable) if devices else []
+    per_device: list[DeviceUsage] = []
+    start = first_gpu_block
+    for idx, dev in enumerate(devices):
+        blocks = range(start, start + split[idx])
+        start += split[idx]
+        last = idx == len(devices) - 1
+        dw = sum(w.per_layer[i] for i in blocks) + (w.output if last and output_on_gpu else 0)
+        if mlx and idx == 0:
+            dw += w.token_embd
+        dkv = sum(kv.per_layer[i] for i in blocks)
+        holds = split[idx] > 0 or (last and output_on_gpu)
+        dbuf = buffers.llama_cpp_compute_bytes(spec, st, kv.cells_full, output_here=last) if holds else 0
+        per_device.append(DeviceUsage(name=dev.name, weights_bytes=dw, kv_cache_bytes=dkv, buffers_bytes=dbuf,
+                                      total_bytes=dw + dkv + dbuf, usable_bytes=usable[idx], layers=split[idx]))
+    cpu_blocks = range(0, first_gpu_block)
+    host_w += sum(w.per_layer[i] for i in cpu_blocks) + (0 if output_on_gpu else w.output)
+    host_kv = sum(kv.per_layer[i] for i in cpu_blocks)
+    host_buf = buffers.llama_cpp_output_bytes(spec, st)
+    if not devices or gpu_blocks < n:
+        host_buf += buffers.llama_cpp_compute_bytes(spec, st, kv.cells_full, output_here=not output_on_gpu)
+    if devices and gpu_blocks < n:
+        notes.append(f"partial offload: {gpu_blocks} of {n} layers on GPU, {n - gpu_blocks} in system RAM")
+    if spec.vision_params:
+        notes.append("vision tower not counted: llama.cpp loads it from a separate mmproj file")
+    return _breakdown(per_device, w, kv, host_w, host_kv, host_buf, gpu_blocks, n, notes)
+
+
+def _paged(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: bool) -> MemoryBreakdown:
+    devices = hw.devices
+    tp = max(1, len(devices))
+    notes: list[str] = []
+    ref = devices[0] if devices else None
+    batched, seqs = buffers.vllm_batch_defaults(ref.memory_bytes if ref else 0, ref.name if ref else "")
+    kv = kv_cache(spec, st, tensor_parallel=tp, max_num_batched_tokens=batched)
+    weights_all = w.total + w.vision  # vLLM/SGLang load the vision tower with the model
+    if spec.vision_params:
+        notes.append("vision tower counted in bf16: vLLM/SGLang load it with the language model")
+    act = buffers.vllm_activation_bytes(spec, tp, batched, seqs) + buffers.vllm_overhead_bytes(tp)
+    per_device = []
+    for dev in devices:
+        usable = engine_usable_bytes(hw, dev, st, now=now)
+        if st.engine == "sglang":
+            usable = min(usable, dev.memory_bytes - buffers.sglang_reserved_bytes(dev.memory_bytes, tp))
+            dbuf = 0  # SGLang keeps activations and graphs outside mem_fraction_static
+        else:
+            dbuf = act
+        dw, dkv = weights_all // tp, kv.total // tp
+        per_device.append(DeviceUsage(name=dev.name, weights_bytes=dw, kv_cache_bytes=dkv, buffers_bytes=dbuf,
+                                      total_bytes=dw + dkv + dbuf, usable_bytes=usable, layers=spec.n_layers))
+    if not devices:
+        notes.append(f"{st.engine} needs a GPU: sized as if everything ran from system RAM")
+        return _breakdown([], w, kv, weights_all, kv.total, act, 0, spec.n_layers, notes)
+    return _breakdown(per_device, w, kv, 0, 0, 0, spec.n_layers, spec.n_layers, notes)
+
+
+def _breakdown(per_device, w, kv, host_w, host_kv, host_buf, gpu_layers, n, notes) -> MemoryBreakdown:
+    weights = sum(d.weights_bytes for d in per_device)
+    kv_b = sum(d.kv_cache_bytes for d in per_device)
+    buf = sum(d.buffers_bytes for d in per_device)
+    return MemoryBreakdown(
+        weights_bytes=weights, kv_cache_bytes=kv_b, buffers_bytes=buf, total_bytes=weights + kv_b + buf,
+        host_weights_bytes=host_w, host_kv_cache_bytes=host_kv, host_buffers_bytes=host_buf,
+        model_file_bytes=w.total, gpu_layers=gpu_layers, n_layers=n, per_device=per_device, kv=kv, notes=notes,
+    )

@@ -1,0 +1,90 @@
+"""One sizing run: the breakdown and verdict, the quantization matrix, the context-scaling table."""
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from .hardware import Hardware
+from .memory import MemoryBreakdown, estimate
+from .quant import QuantFormat, QuantTable, WeightBytes, weight_bytes
+from .settings import RunSettings
+from .spec import ModelSpec
+from .verdict import Status, Verdict, judge
+
+SCALING_CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
+
+
+class MatrixRow(BaseModel):
+    quant: str
+    label: str
+    engine: str
+    weights_bytes: int
+    kv_cache_bytes: int
+    total_bytes: int
+    status: Status
+    weights_source: str  # "formula", "real file size", "exact from checkpoint"
+
+
+class ScalingRow(BaseModel):
+    context: int
+    kv_cache_bytes: int
+    total_bytes: int
+    status: Status
+
+
+class PlanResult(BaseModel):
+    memory: MemoryBreakdown
+    verdict: Verdict
+    weights_source: str
+    matrix: list[MatrixRow]
+    scaling: list[ScalingRow]
+
+
+def row_engine(fmt: QuantFormat, engine: str) -> str:
+    """The engine a matrix row is sized for: the chosen one, unless it cannot load that format
+    (llama.cpp / Ollama / MLX do not read FP8, AWQ, GPTQ, NF4 or NVFP4 checkpoints: vLLM does)."""
+    if fmt.kind == "checkpoint" and engine in ("llama.cpp", "ollama", "mlx"):
+        return "vllm"
+    return engine
+
+
+class Sizer:
+    """Sizes one model on one hardware set; caches weights per format across table rows.
+
+    `known_weights` maps a format name to exact sizes (real GGUF file, safetensors metadata).
+    """
+
+    def __init__(self, spec: ModelSpec, table: QuantTable, hw: Hardware, *, error_band: float,
+                 min_margin_bytes: int = 0, known_weights: dict[str, tuple[WeightBytes, str]] | None = None):
+        self.spec, self.table, self.hw = spec, table, hw
+        self.error_band, self.min_margin = error_band, min_margin_bytes
+        self.known = known_weights or {}
+        self._weights: dict[str, tuple[WeightBytes, str]] = {}
+
+    def weights(self, fmt: QuantFormat) -> tuple[WeightBytes, str]:
+        if fmt.name not in self._weights:
+            self._weights[fmt.name] = self.known.get(fmt.name) or (
+                weight_bytes(self.spec, fmt, self.table), "approximate formula" if fmt.approximate else "formula")
+        return self._weights[fmt.name]
+
+    def size(self, fmt: QuantFormat, st: RunSettings, *, now: bool = False) -> tuple[MemoryBreakdown, Verdict, str]:
+        w, source = self.weights(fmt)
+        mem = estimate(self.spec, fmt, self.table, st, self.hw, weights=w, now=now)
+        return mem, judge(mem, self.hw, error_band=self.error_band, min_margin_bytes=self.min_margin), source
+
+    def plan(self, fmt: QuantFormat, st: RunSettings, *, formats: list[QuantFormat] | None = None,
+             now: bool = False) -> PlanResult:
+        mem, verdict, source = self.size(fmt, st, now=now)
+        matrix = []
+        for other in formats if formats is not None else self.table.formats:
+            engine = row_engine(other, st.engine)
+            m, v, src = self.size(other, st.model_copy(update={"quant": other.name, "engine": engine}), now=now)
+            matrix.append(MatrixRow(quant=other.name, label=other.label, engine=engine, weights_bytes=m.weights_bytes + m.host_weights_bytes,
+                                    kv_cache_bytes=m.kv_cache_bytes + m.host_kv_cache_bytes,
+                                    total_bytes=m.total_bytes + m.host_total_bytes, status=v.status, weights_source=src))
+        contexts = sorted({c for c in SCALING_CONTEXTS if c < self.spec.max_context} | {self.spec.max_context})
+        scaling = []
+        for ctx in contexts:
+            m, v, _ = self.size(fmt, st.model_copy(update={"context": ctx}), now=now)
+            scaling.append(ScalingRow(context=ctx, kv_cache_bytes=m.kv_cache_bytes + m.host_kv_cache_bytes,
+                                      total_bytes=m.total_bytes + m.host_total_bytes, status=v.status))
+        return PlanResult(memory=mem, verdict=verdict, weights_source=source, matrix=matrix, scaling=scaling)

@@ -1,0 +1,273 @@
+"""Weight bytes per quantization format, tensor by tensor.
+
+GGUF mixes follow llama.cpp's `llama_tensor_get_type` (src/llama-quant.cpp): each tensor gets
+the type its name, layer index and the model's shape earn it, with the block-size fallback
+when a row does not divide the block. Checkpoint formats (FP8, AWQ, GPTQ, NF4, NVFP4) quantize
+the linear layers and keep embeddings, output head, norms and routers in 16 bit.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from .spec import ModelSpec
+from .tensors import Tensor, inventory
+
+
+class GgmlType(BaseModel):
+    block: int
+    bytes: int
+
+    def row_bytes(self, n: int) -> int:
+        return n // self.block * self.bytes
+
+
+class QuantFormat(BaseModel):
+    name: str
+    kind: Literal["native", "gguf", "checkpoint"]
+    label: str
+    source: str
+    ftype: str | None = None
+    bits: float | None = None
+    linear_bpw: float | None = None
+    scale_block: int | None = None
+    keep_16bit: list[str] = []
+    aliases: list[str] = []
+    approximate: bool = False
+
+
+class QuantTable(BaseModel):
+    ggml_types: dict[str, GgmlType]
+    formats: list[QuantFormat]
+
+    def find(self, name: str) -> QuantFormat | None:
+        key = name.strip().lower()
+        for fmt in self.formats:
+            if fmt.name.lower() == key or key in (a.lower() for a in fmt.aliases):
+                return fmt
+        return None
+
+
+# Fallback chain when a row length does not divide the chosen type's block (tensor_type_fallback).
+_FALLBACK = {
+    "IQ1_S": "IQ4_NL", "IQ1_M": "IQ4_NL", "IQ2_XXS": "IQ4_NL", "IQ2_XS": "IQ4_NL", "IQ2_S": "IQ4_NL",
+    "IQ3_XXS": "IQ4_NL", "IQ3_S": "IQ4_NL", "IQ4_XS": "IQ4_NL",
+    "Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0",
+}
+# llama_ftype_get_default_type
+_DEFAULT = {
+    "Q8_0": "Q8_0", "Q6_K": "Q6_K", "Q5_K_M": "Q5_K", "Q5_K_S": "Q5_K", "Q4_K_M": "Q4_K", "Q4_K_S": "Q4_K",
+    "Q4_0": "Q4_0", "IQ4_XS": "IQ4_XS", "IQ4_NL": "IQ4_NL", "Q3_K_M": "Q3_K", "Q3_K_S": "Q3_K", "Q2_K": "Q2_K",
+    "IQ3_XXS": "IQ3_XXS", "IQ2_XS": "IQ2_XS", "IQ2_XXS": "IQ2_XXS", "IQ1_M": "IQ1_M", "MXFP4_MOE": "MXFP4",
+    "F16": "F16", "BF16": "BF16",
+}
+_IQ12 = {"IQ2_XXS", "IQ2_XS", "IQ1_M"}
+
+
+def _more_bits(i: int, n: int) -> bool:
+    """use_more_bits: first and last eighth of the layers and every third one between."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+class _MixState:
+    """The per-model facts llama-quant.cpp consults while walking tensors."""
+
+    def __init__(self, spec: ModelSpec, tensors: tuple[Tensor, ...], imatrix: bool):
+        self.n_layer = spec.n_layers
+        self.n_expert = spec.moe.n_experts if spec.moe else 0
+        self.gqa = spec.n_heads // max(1, spec.n_kv_heads) if spec.mla is None else 1
+        self.has_output = any(t.name == "output.weight" for t in tensors)
+        self.is_70b = spec.n_layers == 80 and spec.hidden_size == 8192 and spec.moe is None
+        self.n_attn_v = sum(1 for t in tensors if _is_v(t.name))
+        self.i_attn_v = 0
+        self.imatrix = imatrix
+
+
+def _is_v(name: str) -> bool:
+    return name.endswith(("attn_v.weight", "attn_qkv.weight", "attn_kv_b.weight"))
+
+
+def gguf_tensor_type(ftype: str, t: Tensor, st: _MixState) -> str:
+    """The ggml type llama.cpp's quantizer gives tensor t in a file of type ftype."""
+    base = _DEFAULT[ftype]
+    name, i, n = t.name, t.layer if t.layer is not None else 0, st.n_layer
+    if ftype == "MXFP4_MOE":
+        new = "MXFP4" if len(t.shape) == 3 and t.shape[2] > 1 else "Q8_0"
+    elif name == "output.weight" or (not st.has_output and name == "token_embd.weight"):
+        if t.shape[0] % 256:
+            new = "Q8_0"
+        elif ftype in _IQ12 or ftype == "IQ3_XXS":
+            new = "Q5_K"
+        else:
+            new = base if base == "Q8_0" else "Q6_K"
+    elif name == "token_embd.weight":
+        new = "Q2_K" if ftype in _IQ12 else "IQ3_S" if ftype == "IQ3_XXS" else base
+    elif ftype in _IQ12:
+        new = base
+        if _is_v(name):
+            new = "Q4_K" if st.gqa >= 4 or st.n_expert >= 4 else "Q2_K"
+            st.i_attn_v += 1
+        elif name.endswith("attn_k.weight") and st.n_expert == 8:
+            new = "Q4_K"
+        elif "ffn_down" in name and i < n // 8:
+            new = "Q2_K"
+        elif name.endswith("attn_output.weight") and ftype == "IQ1_M":
+            new = "IQ2_XXS"
+    else:
+        new = _kquant_type(ftype, base, t, st)
+    return _fit_block(new, t.shape[0])
+
+
+def _kquant_type(ftype: str, new: str, t: Tensor, st: _MixState) -> str:
+    name, i, n = t.name, t.layer if t.layer is not None else 0, st.n_layer
+    if _is_v(name) and not name.endswith("attn_qkv.weight"):
+        j, nv = st.i_attn_v, st.n_attn_v
+        st.i_attn_v += 1
+        if ftype == "Q2_K":
+            new = "Q4_K" if st.gqa >= 4 else "Q3_K"
+        elif ftype == "Q3_K_M":
+            new = "Q5_K" if j < 2 else "Q4_K"
+        elif ftype == "IQ3_XXS":
+            new = "Q4_K" if st.gqa >= 4 else ("IQ3_XXS" if st.imatrix else "IQ3_S")
+        elif ftype in ("IQ4_NL", "IQ4_XS") and st.gqa >= 4:
+            new = "Q5_K"
+        elif ftype in ("Q4_K_M", "Q5_K_M") and _more_bits(j, nv):
+            new = "Q6_K"
+        elif ftype == "Q4_K_S" and j < 4:
+            new = "Q5_K"
+        if st.is_70b and new in ("Q3_K", "Q4_K"):
+            new = "Q5_K"
+        if st.n_expert == 8:
+            new = "Q8_0"
+    elif name.endswith("attn_k.weight"):
+        if st.n_expert == 8:
+            new = "Q8_0"
+        elif ftype == "IQ3_XXS":
+            new = "IQ2_S"
+    elif name.endswith("attn_q.weight") and ftype == "IQ3_XXS":
+        new = "IQ2_S"
+    elif "ffn_down" in name:
+        if ftype == "Q2_K":
+            new = "Q3_K"
+        elif ftype == "Q3_K_M":
+            new = "Q5_K" if i < n // 16 else "Q4_K"
+        elif ftype == "IQ3_XXS" and not st.imatrix:
+            new = "Q4_K" if i < n // 8 else "Q3_K"
+        elif ftype in ("Q4_K_M", "Q5_K_M") and _more_bits(i, n):
+            new = "Q6_K"
+        elif ftype == "Q4_K_S" and i < n // 8:
+            new = "Q5_K"
+        elif ftype in ("IQ4_NL", "IQ4_XS") and i < n // 8 and not st.imatrix:
+            new = "Q5_K"
+        elif ftype == "Q4_0" and st.imatrix and i < n // 8:
+            new = "Q4_1"
+    elif name.endswith("attn_output.weight"):
+        if st.n_expert == 8:
+            if ftype in ("Q2_K", "Q3_K_S", "Q3_K_M", "IQ3_XXS", "IQ4_NL", "IQ4_XS", "Q4_K_S", "Q4_K_M"):
+                new = "Q5_K"
+        elif ftype == "Q2_K":
+            new = "Q3_K"
+        elif ftype == "IQ3_XXS":
+            new = "IQ3_S"
+        elif ftype == "Q3_K_M":
+            new = "Q4_K"
+    elif name.endswith("attn_qkv.weight"):
+        st.i_attn_v += 1
+        new = {"Q3_K_M": "Q4_K", "Q4_K_M": "Q5_K", "Q5_K_M": "Q6_K"}.get(ftype, new)
+    return new
+
+
+def _fit_block(new: str, row: int) -> str:
+    """tensor_type_fallback: a row that does not divide the block gets the next type that fits."""
+    blocks = {"Q4_0": 32, "Q4_1": 32, "Q5_0": 32, "Q5_1": 32, "Q8_0": 32, "IQ4_NL": 32, "MXFP4": 32,
+              "F16": 1, "BF16": 1, "F32": 1}
+    while row % blocks.get(new, 256):
+        new = _FALLBACK.get(new, "F16")
+    return new
+
+
+def _source_type(t: Tensor, spec: ModelSpec) -> str:
+    """What the converter writes before quantizing: 1-D tensors and routers F32, the rest 16-bit."""
+    if len(t.shape) < 2 or "ffn_gate_inp" in t.name or "ssm_conv1d" in t.name or t.name.endswith("ssm_a"):
+        return "F32"
+    return "BF16" if "bfloat16" in spec.native_dtype else "F16"
+
+
+class WeightBytes(BaseModel):
+    """Bytes of the weights an engine loads, split the ways offload and speed need."""
+
+    total: int
+    token_embd: int  # stays on the CPU in llama.cpp (input lookup)
+    output: int  # the output head (on the output layer's device)
+    per_layer: list[int]  # bytes of each decoder block
+    experts_per_layer: list[int]  # routed-expert bytes within each block
+    mtp: int = 0
+    vision: int = 0
+    by_type: dict[str, int] = {}
+
+
+def tensor_types(spec: ModelSpec, fmt: QuantFormat, *, imatrix: bool | None = None) -> dict[str, str]:
+    """GGUF type of every text tensor under a GGUF format (name -> ggml type)."""
+    tensors = tuple(t for t in inventory(spec) if not t.vision and not t.mtp)
+    if imatrix is None:
+        imatrix = (fmt.ftype or "").startswith("IQ")
+    st = _MixState(spec, tensors, imatrix)
+    return {t.name: (gguf_tensor_type(fmt.ftype or "", t, st) if t.quantizable else _source_type(t, spec)) for t in tensors}
+
+
+def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatrix: bool | None = None,
+                 include_mtp: bool = False) -> WeightBytes:
+    """Bytes per tensor summed per block; vision tower and MTP layers reported apart."""
+    tensors = inventory(spec)
+    types = tensor_types(spec, fmt, imatrix=imatrix) if fmt.kind == "gguf" else {}
+    per_layer = [0] * spec.n_layers
+    experts = [0] * spec.n_layers
+    embd = output = mtp = vision = 0
+    by_type: dict[str, int] = {}
+    for t in tensors:
+        if t.vision:
+            vision += t.n * 2
+            continue
+        if fmt.kind == "gguf" and not t.mtp:
+            ty = types[t.name]
+            size = _gguf_bytes(t, table.ggml_types[ty])
+        else:
+            ty, size = _checkpoint_bytes(t, fmt, spec)
+        if t.mtp:
+            mtp += size
+            continue
+        by_type[ty] = by_type.get(ty, 0) + size
+        if t.name == "token_embd.weight":
+            embd = size
+        elif t.layer is None:
+            output += size
+        else:
+            per_layer[t.layer] += size
+            if t.expert:
+                experts[t.layer] += size
+    if spec.tied_embeddings and fmt.kind != "gguf":
+        output = 0  # one shared matrix in a checkpoint
+    total = embd + output + sum(per_layer) + (mtp if include_mtp else 0)
+    return WeightBytes(total=total, token_embd=embd, output=output, per_layer=per_layer,
+                       experts_per_layer=experts, mtp=mtp, vision=vision, by_type=by_type)
+
+
+def _gguf_bytes(t: Tensor, ty: GgmlType) -> int:
+    rows = t.n // t.shape[0]
+    return rows * ty.row_bytes(t.shape[0])
+
+
+def _checkpoint_bytes(t: Tensor, fmt: QuantFormat, spec: ModelSpec) -> tuple[str, int]:
+    if fmt.kind == "native":
+        return "BF16", t.n * 2
+    keep = not t.quantizable or t.name in ("token_embd.weight", "output.weight")
+    if fmt.name == "MXFP4" or (spec.prequant and spec.prequant.method == "mxfp4" and fmt.kind == "checkpoint"):
+        keep = keep or not t.expert
+    if keep:
+        return "BF16", t.n * 2
+    bits = fmt.linear_bpw or fmt.bits or 16
+    size = t.n * bits / 8
+    if fmt.scale_block:
+        size += t.n / fmt.scale_block * 4
+    return fmt.name, int(size)

@@ -1,0 +1,56 @@
+"""Run settings: what the user asks for (engine, quant, context, KV dtype, concurrency)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+Engine = Literal["llama.cpp", "vllm", "sglang", "ollama", "mlx"]
+ENGINES: tuple[str, ...] = ("llama.cpp", "vllm", "sglang", "ollama", "mlx")
+
+# Bytes per cached element; q8_0/q4_0 are ggml blocks of 32 (34 / 18 bytes), see FORMULAS §2.2.
+KV_DTYPE_BYTES: dict[str, float] = {
+    "f32": 4.0, "f16": 2.0, "bf16": 2.0, "fp8": 1.0, "q8_0": 34 / 32, "q4_0": 18 / 32,
+}
+# Which cache types each engine accepts (llama.cpp common/arg.cpp -ctk; vLLM --kv-cache-dtype;
+# SGLang --kv-cache-dtype; Ollama OLLAMA_KV_CACHE_TYPE; mlx-lm --kv-bits 8/4).
+ENGINE_KV_DTYPES: dict[str, tuple[str, ...]] = {
+    "llama.cpp": ("f16", "bf16", "f32", "q8_0", "q4_0"),
+    "ollama": ("f16", "q8_0", "q4_0"),
+    "vllm": ("auto", "f16", "bf16", "fp8"),
+    "sglang": ("auto", "f16", "bf16", "fp8"),
+    "mlx": ("f16", "bf16", "q8_0", "q4_0"),
+}
+_KV_ALIASES = {"fp16": "f16", "float16": "f16", "bfloat16": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
+               "q8": "q8_0", "int8": "q8_0", "q4": "q4_0", "int4": "q4_0"}
+
+
+def normalize_kv_dtype(value: str) -> str:
+    value = value.strip().lower()
+    value = _KV_ALIASES.get(value, value)
+    if value not in KV_DTYPE_BYTES and value != "auto":
+        raise ValueError(f"unknown KV cache type '{value}' (choose from: auto, {', '.join(KV_DTYPE_BYTES)})")
+    return value
+
+
+class RunSettings(BaseModel):
+    quant: str = "Q4_K_M"
+    context: int = Field(default=8192, gt=0, description="tokens per sequence")
+    kv_cache_dtype: str = "f16"
+    batch: int = Field(default=1, gt=0, description="concurrent sequences, each with the full context")
+    engine: Engine = "llama.cpp"
+    ubatch: int = Field(default=512, gt=0, description="llama.cpp -ub: micro-batch the compute buffer is sized for")
+    flash_attention: bool = True
+    gpu_layers: int | None = Field(default=None, ge=0, description="llama.cpp -ngl; None = every layer")
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, description="vLLM's share of each GPU")
+
+    @field_validator("kv_cache_dtype")
+    @classmethod
+    def _kv(cls, value: str) -> str:
+        return normalize_kv_dtype(value)
+
+    def kv_bytes_per_element(self, native_dtype: str = "bfloat16") -> float:
+        """'auto' means the model's own dtype (vLLM/SGLang default)."""
+        if self.kv_cache_dtype == "auto":
+            return 4.0 if "float32" in native_dtype else 2.0
+        return KV_DTYPE_BYTES[self.kv_cache_dtype]

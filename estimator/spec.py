@@ -1,0 +1,124 @@
+"""ModelSpec: the normalized, engine-independent description of a model that sizing needs.
+
+Built from a real config.json by `estimator.config.spec_from_config`; every field is read
+from the config (or from the family's documented default in transformers), never guessed.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+AttentionKind = Literal["full", "sliding", "chunked", "linear", "mamba", "conv", "none"]
+FfnKind = Literal["dense", "moe", "none"]
+
+
+class Layer(BaseModel):
+    """One decoder block: how it attends (and so what it caches) and what its FFN is."""
+
+    attention: AttentionKind = "full"
+    ffn: FfnKind = "dense"
+    n_kv_heads: int = 0
+    window: int | None = Field(default=None, description="sliding window / attention chunk, in tokens")
+    ffn_size: int = 0
+
+
+class MoE(BaseModel):
+    n_experts: int
+    n_experts_used: int
+    expert_ffn: int
+    n_shared_experts: int = 0
+    shared_ffn: int = 0
+    expert_bias: bool = False
+    latent_size: int = Field(default=0, description="Nemotron LatentMoE: experts run at this width, not hidden_size")
+
+
+class MLA(BaseModel):
+    """Multi-head latent attention (DeepSeek V2/V3, Kimi K2, GLM-5): the cache holds the latent."""
+
+    kv_lora_rank: int
+    q_lora_rank: int | None
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+
+
+class Indexer(BaseModel):
+    """DeepSeek sparse attention (V3.2, GLM-5): a per-token indexer key cache beside the latent."""
+
+    n_heads: int
+    head_dim: int
+
+
+class SSM(BaseModel):
+    """Recurrent state of Mamba / gated-delta-net / short-conv layers (constant in context)."""
+
+    kind: Literal["mamba1", "mamba2", "gdn", "shortconv"]
+    d_inner: int
+    d_state: int
+    d_conv: int
+    n_group: int = 1
+    n_heads: int = 0
+    dt_rank: int = 0
+    # gated-delta-net only: key/value heads and dims
+    n_k_heads: int = 0
+    k_head_dim: int = 0
+    n_v_heads: int = 0
+    v_head_dim: int = 0
+
+
+class PreQuant(BaseModel):
+    """quantization_config of a pre-quantized checkpoint, reduced to what sizing needs."""
+
+    method: str
+    bits: float | None = None
+    group_size: int | None = None
+    fmt: str | None = None
+    modules_not_converted: list[str] = Field(default_factory=list)
+
+
+class ModelSpec(BaseModel):
+    name: str
+    architecture: str = Field(description="config.json model_type (of the text model)")
+    hf_id: str | None = None
+    n_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    n_heads: int = Field(gt=0)
+    n_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0, description="per-head K (and Q) dim")
+    v_head_dim: int = Field(gt=0)
+    intermediate_size: int = Field(ge=0)
+    tied_embeddings: bool
+    max_context: int = Field(gt=0)
+    layers: list[Layer]
+    moe: MoE | None = None
+    mla: MLA | None = None
+    indexer: Indexer | None = None
+    ssm: SSM | None = None
+    attention_bias: bool = False
+    qkv_bias: bool = False
+    attention_sinks: bool = False
+    gated_attention_output: bool = False
+    post_norms: bool = False
+    qk_norm: bool = False
+    mtp_layers: int = 0
+    vision_params: int = 0
+    native_dtype: str = "bfloat16"
+    prequant: PreQuant | None = None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+    def count(self, kind: AttentionKind) -> int:
+        return sum(1 for layer in self.layers if layer.attention == kind)
+
+    @property
+    def recurrent_layers(self) -> int:
+        """Layers holding a constant-size recurrent state (Falcon-H1 runs a Mamba mixer in every block)."""
+        if self.ssm is None:
+            return 0
+        if self.architecture == "falcon_h1":
+            return self.n_layers
+        return sum(1 for layer in self.layers if layer.attention in ("mamba", "linear", "conv"))

@@ -1,0 +1,61 @@
+"""fits / tight / exceeds, from per-device margins.
+
+`tight` means the margin is inside the estimate's own measured error band (the p90 total error
+that scripts/accuracy.py reports, stored in catalogs/data/error_band.json) or under the user's
+minimum margin: the plan may work, but the estimate cannot promise it.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from .hardware import Hardware
+from .memory import MemoryBreakdown
+
+Status = Literal["fits", "tight", "exceeds"]
+
+
+class Verdict(BaseModel):
+    status: Status
+    margin_bytes: int
+    utilization: float
+    usable_bytes: int
+    required_bytes: int
+    limiting: str  # the device (or "system RAM") whose margin is smallest
+    reason: str
+
+
+def judge(mem: MemoryBreakdown, hw: Hardware, *, error_band: float, min_margin_bytes: int = 0) -> Verdict:
+    candidates: list[tuple[int, int, str]] = []  # (required, usable, where)
+    for dev in mem.per_device:
+        candidates.append((dev.total_bytes, dev.usable_bytes, dev.name))
+    host_need = mem.host_total_bytes
+    if host_need and hw.system_ram_bytes:
+        ram = hw.ram_available_bytes if hw.ram_available_bytes is not None else hw.system_ram_bytes
+        candidates.append((host_need, int(min(ram, hw.system_ram_bytes * hw.usable_fraction)), "system RAM"))
+    if not candidates:
+        return Verdict(status="exceeds", margin_bytes=0, utilization=0.0, usable_bytes=0, required_bytes=host_need,
+                       limiting="nothing", reason="no GPU and no known system RAM to run on")
+    required, usable, where = min(candidates, key=lambda c: (c[1] - c[0]) / max(c[1], 1))
+    margin = usable - required
+    utilization = required / usable if usable else float("inf")
+    total_required = sum(c[0] for c in candidates)
+    total_usable = sum(c[1] for c in candidates)
+    if margin < 0:
+        status, reason = "exceeds", f"{where} needs {_gib(required)} but only {_gib(usable)} is usable"
+    elif margin < error_band * required or margin < min_margin_bytes:
+        status = "tight"
+        reason = (f"{where} margin {_gib(margin)} is within the estimate's error band "
+                  f"({error_band:.0%} of {_gib(required)})" if margin < error_band * required
+                  else f"{where} margin {_gib(margin)} is under the required minimum {_gib(min_margin_bytes)}")
+    else:
+        status, reason = "fits", f"{where} keeps {_gib(margin)} free"
+    if len(candidates) > 1:
+        required, usable = total_required, total_usable
+    return Verdict(status=status, margin_bytes=margin, utilization=round(utilization, 4), usable_bytes=usable,
+                   required_bytes=required, limiting=where, reason=reason)
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.2f} GiB"

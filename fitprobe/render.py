@@ -1,0 +1,65 @@
+"""Human-readable text for a PlanOutput (the terminal twin of the JSON contract)."""
+from __future__ import annotations
+
+from .schema import PlanOutput
+
+GIB, GB = 1 << 30, 10**9
+STATUS = {"fits": "FITS", "tight": "TIGHT", "exceeds": "DOES NOT FIT"}
+
+
+def gib(n: int | float) -> str:
+    return f"{n / GIB:,.2f}"
+
+
+def ctx_label(n: int) -> str:
+    return f"{n // 1024}K" if n % 1024 == 0 else f"{n:,}"
+
+
+def render_plan(o: PlanOutput) -> str:
+    s, m, v, hw = o.settings, o.memory, o.verdict, o.hardware
+    lines = [
+        f"{o.model.id} on {hw.name} — {s.quant}, {ctx_label(s.context)} context, {s.kv_cache_dtype} KV, "
+        f"{s.batch} sequence{'s' if s.batch > 1 else ''}, {s.engine}",
+        f"  model: {o.model.architecture}, {o.model.params_total / 1e9:,.2f}B params "
+        f"({o.model.params_active / 1e9:,.2f}B active), {o.model.n_layers} layers, {o.model.attention}; "
+        f"source: {o.model.source}",
+        "",
+        f"Verdict: {STATUS[v.status]} — {v.reason}",
+        "",
+        f"  {'Memory breakdown':<30}{'GiB':>10}{'GB':>10}",
+    ]
+    where = "GPU" if hw.count else "RAM"
+    rows = [("Weights", m.weights_bytes), ("KV cache & state", m.kv_cache_bytes),
+            ("Engine & activation buffers", m.buffers_bytes), (f"Total on {where}", m.total_bytes)]
+    if hw.count:
+        host = m.host_weights_bytes + m.host_kv_cache_bytes + m.host_buffers_bytes
+        rows.append(("System RAM (CPU side)", host))
+    else:
+        rows[-1] = ("Total in RAM", m.host_weights_bytes + m.host_kv_cache_bytes + m.host_buffers_bytes)
+    for label, value in rows:
+        lines.append(f"  {label:<30}{gib(value):>10}{value / GB:>10.2f}")
+    physical = f"{hw.memory_bytes / GIB:,.0f} GiB physical" if hw.count else "system RAM"
+    lines += [
+        f"  {'Usable memory':<30}{gib(hw.usable_bytes):>10}   ({physical}, {hw.usable_fraction:.0%} usable)",
+        f"  {'Safety margin':<30}{('+' if v.margin_bytes >= 0 else '') + gib(v.margin_bytes):>10}   on {v.limiting}",
+        f"  {'Utilization':<30}{v.utilization:>10.0%}",
+        f"  weights: {m.weights_source}; GGUF/checkpoint size {gib(m.model_file_bytes)} GiB",
+    ]
+    if len(m.per_device) > 1:
+        lines.append("")
+        lines.append(f"  {'Per device':<22}{'layers':>7}{'weights':>10}{'KV':>9}{'buffers':>9}{'total':>9}{'usable':>9}")
+        for i, d in enumerate(m.per_device):
+            lines.append(f"  {f'{i}: {d.name}'[:22]:<22}{d.layers:>7}{gib(d.weights_bytes):>10}{gib(d.kv_cache_bytes):>9}"
+                         f"{gib(d.buffers_bytes):>9}{gib(d.total_bytes):>9}{gib(d.usable_bytes):>9}")
+    lines += ["", f"Quantization matrix @ {ctx_label(s.context)} (GiB)",
+              f"  {'format':<12}{'engine':<11}{'weights':>9}{'KV':>8}{'total':>9}  {'fit':<13}source"]
+    for r in o.matrix:
+        mark = "*" if r.quant == s.quant else " "
+        lines.append(f" {mark}{r.quant:<12}{r.engine:<11}{gib(r.weights_bytes):>9}{gib(r.kv_cache_bytes):>8}"
+                     f"{gib(r.total_bytes):>9}  {STATUS[r.status]:<13}{r.weights_source}")
+    lines += ["", f"Context scaling at {s.quant} (GiB)", f"  {'context':>9}{'KV':>9}{'total':>9}  fit"]
+    for r in o.scaling:
+        lines.append(f"  {ctx_label(r.context):>9}{gib(r.kv_cache_bytes):>9}{gib(r.total_bytes):>9}  {STATUS[r.status]}")
+    if o.notes:
+        lines += ["", "Notes:"] + [f"  - {n}" for n in o.notes]
+    return "\n".join(lines)

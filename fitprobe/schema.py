@@ -1,0 +1,100 @@
+"""The JSON contract: one pydantic model (`PlanOutput`) for `plan`, `check` and `report --json`.
+
+Documented field by field in docs/json-contract.md; `fitprobe schema` prints its JSON Schema.
+Bytes are integers; ratios are fractions (0.83 = 83 %). Bump SCHEMA_VERSION on any breaking change.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from fitprobe.estimator.memory import DeviceUsage
+from fitprobe.estimator.plan import MatrixRow, ScalingRow
+
+SCHEMA_VERSION = "1.0"
+
+
+class ModelInfo(BaseModel):
+    id: str = Field(description="catalog name, HF id or file the model was resolved from")
+    hf_id: str | None = None
+    source: str = Field(description="bundled catalog, Hugging Face Hub, HF cache, local file")
+    architecture: str = Field(description="config.json model_type of the language model")
+    params_total: int = Field(description="parameters in the checkpoint: language model + vision tower + MTP layers")
+    params_text: int = Field(description="parameters of the language model an engine loads for decoding")
+    params_active: int = Field(description="parameters touched per token (routed experts counted k/E)")
+    params_vision: int = 0
+    n_layers: int
+    max_context: int
+    attention: str = Field(description="attention layout: full / sliding / chunked / MLA / linear / Mamba counts")
+    published_params: int | None = None
+
+
+class SettingsInfo(BaseModel):
+    quant: str
+    context: int
+    kv_cache_dtype: str
+    batch: int
+    engine: str
+    ubatch: int
+    flash_attention: bool
+    gpu_layers: int | None
+    gpu_memory_utilization: float
+
+
+class DeviceInfo(BaseModel):
+    name: str
+    memory_bytes: int
+    usable_bytes: int
+    free_bytes: int | None = None
+    bandwidth_gbs: float | None = None
+    catalog_key: str | None = None
+    readings: dict[str, Any] = Field(default_factory=dict, description="probed readings with their sources")
+
+
+class HardwareInfo(BaseModel):
+    name: str
+    count: int = Field(description="number of accelerators (0 = CPU only)")
+    memory_bytes: int = Field(description="physical accelerator memory, all devices")
+    usable_bytes: int = Field(description="memory the model may use, all devices (usable share, caps, engine share)")
+    usable_fraction: float
+    system_ram_bytes: int | None = None
+    source: str = Field(description="'catalog' (named with --gpu) or 'probe'")
+    devices: list[DeviceInfo] = Field(default_factory=list)
+
+
+class MemoryInfo(BaseModel):
+    weights_bytes: int = Field(description="weights on the accelerators")
+    kv_cache_bytes: int = Field(description="KV cache and recurrent state on the accelerators")
+    buffers_bytes: int = Field(description="compute buffers / activation peak / engine overhead on the accelerators")
+    total_bytes: int
+    host_weights_bytes: int = Field(description="weights in system RAM (llama.cpp input embedding, offloaded layers)")
+    host_kv_cache_bytes: int
+    host_buffers_bytes: int
+    model_file_bytes: int = Field(description="all language-model weights at this quant (GGUF file / checkpoint size)")
+    weights_source: str = Field(description="formula, real file size, exact from checkpoint / GGUF header")
+    gpu_layers: int
+    kv_detail: dict[str, int] = Field(description="KV split: full, windowed, latent, indexer, recurrent; cells")
+    per_device: list[DeviceUsage]
+
+
+class VerdictInfo(BaseModel):
+    status: str = Field(description="fits | tight | exceeds")
+    margin_bytes: int = Field(description="usable minus required on the limiting device (negative = short)")
+    utilization: float = Field(description="required / usable on the limiting device")
+    reason: str
+    limiting: str
+    error_band: float = Field(description="the estimate's measured p90 total error, used for 'tight'")
+
+
+class PlanOutput(BaseModel):
+    schema_version: str = SCHEMA_VERSION
+    command: str
+    model: ModelInfo
+    settings: SettingsInfo
+    hardware: HardwareInfo
+    memory: MemoryInfo
+    verdict: VerdictInfo
+    matrix: list[MatrixRow] = Field(description="every quantization format at this context")
+    scaling: list[ScalingRow] = Field(description="4K..128K and the model's maximum context at this quant")
+    notes: list[str] = Field(default_factory=list)
