@@ -69,7 +69,8 @@ class Sizer:
     def size(self, fmt: QuantFormat, st: RunSettings, *, now: bool = False) -> tuple[MemoryBreakdown, Verdict, str]:
         w, source = self.weights(fmt)
         mem = estimate(self.spec, fmt, self.table, st, self.hw, weights=w, now=now)
-        return mem, judge(mem, self.hw, error_band=self.error_band, min_margin_bytes=self.min_margin), source
+        verdict = judge(mem, self.hw, error_band=self.error_band, min_margin_bytes=self.min_margin, now=now)
+        return mem, verdict, source
 
     def plan(self, fmt: QuantFormat, st: RunSettings, *, formats: list[QuantFormat] | None = None,
              now: bool = False) -> PlanResult:

@@ -26,13 +26,16 @@ class Verdict(BaseModel):
     reason: str
 
 
-def judge(mem: MemoryBreakdown, hw: Hardware, *, error_band: float, min_margin_bytes: int = 0) -> Verdict:
+def judge(mem: MemoryBreakdown, hw: Hardware, *, error_band: float, min_margin_bytes: int = 0,
+          now: bool = False) -> Verdict:
+    """now=True judges against what is free right now (device free memory was applied in
+    `estimate`; here the host side uses available rather than total RAM)."""
     candidates: list[tuple[int, int, str]] = []  # (required, usable, where)
     for dev in mem.per_device:
         candidates.append((dev.total_bytes, dev.usable_bytes, dev.name))
     host_need = mem.host_total_bytes
     if host_need and hw.system_ram_bytes:
-        ram = hw.ram_available_bytes if hw.ram_available_bytes is not None else hw.system_ram_bytes
+        ram = hw.ram_available_bytes if now and hw.ram_available_bytes is not None else hw.system_ram_bytes
         candidates.append((host_need, int(min(ram, hw.system_ram_bytes * hw.usable_fraction)), "system RAM"))
     if not candidates:
         return Verdict(status="exceeds", margin_bytes=0, utilization=0.0, usable_bytes=0, required_bytes=host_need,

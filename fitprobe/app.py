@@ -102,12 +102,16 @@ def size_plan(command: str, resolved: ResolvedModel, fmt: QuantFormat, st: RunSe
         settings=schema.SettingsInfo(quant=fmt.name, **st.model_dump(exclude={"quant"})),
         hardware=hardware_info(hw, st, hardware_source, now=now, readings=device_readings),
         memory=memory_info(result),
-        verdict=schema.VerdictInfo(error_band=band, **result.verdict.model_dump(
-            include={"status", "margin_bytes", "utilization", "reason", "limiting"})),
+        verdict=verdict_info(result.verdict, band),
         matrix=result.matrix, scaling=result.scaling,
         notes=resolved.notes + result.memory.notes + _format_notes(fmt, result),
     )
     return Sized(result=result, output=out)
+
+
+def verdict_info(verdict, band: float | None = None) -> schema.VerdictInfo:
+    return schema.VerdictInfo(error_band=error_band() if band is None else band, **verdict.model_dump(
+        include={"status", "margin_bytes", "utilization", "reason", "limiting"}))
 
 
 def _format_notes(fmt: QuantFormat, result: PlanResult) -> list[str]:

@@ -74,6 +74,18 @@ def plan(model, gpu, gpus, **opts):
     commands.run_plan("plan", model, gpu=gpu, gpus=gpus, **opts)
 
 
+@main.command()
+@click.argument("model")
+@click.option("--gpu", default=None, help="override the probe with a catalog GPU name (or 'cpu')")
+@click.option("--gpus", type=int, default=1, show_default=True, help="with --gpu: number of identical GPUs")
+@size_options
+def check(model, gpu, gpus, **opts):
+    """Size MODEL on this machine: probe its GPUs and RAM, then plan (idle and right now)."""
+    from fitprobe import commands
+
+    commands.run_check(model, gpu=gpu, gpus=gpus, **opts)
+
+
 def _register_optional() -> None:
     """Commands that live in their own modules (kept out of start-up until invoked)."""
     from fitprobe.cmd_probe import probe_command

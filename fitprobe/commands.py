@@ -7,7 +7,7 @@ import sys
 import click
 from pydantic import ValidationError
 
-from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_MODEL, EXIT_USAGE, fail, parse_bytes
+from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_HARDWARE, EXIT_MODEL, EXIT_USAGE, fail, parse_bytes
 
 
 def build_settings(fmt, hw, opts: dict):
@@ -38,7 +38,48 @@ def emit(sized, as_json: bool) -> None:
         click.echo(render_plan(sized.output))
 
 
-def run_plan(command: str, model: str, *, gpu: str, gpus: int, **opts) -> None:
+def probed_hardware(usable_fraction: float):
+    """Probe this machine; (Hardware, per-device readings, probe notes). Raises HardwareError."""
+    from fitprobe.probe.registry import probe_machine
+    from fitprobe.probe.to_hardware import probe_hardware
+
+    try:
+        report = probe_machine()
+        hw = probe_hardware(report)
+    except Exception as exc:  # the probe promises not to raise; if it does, say so in one line
+        raise HardwareError(f"could not probe this machine: {exc}") from exc
+    hw = hw.model_copy(update={"usable_fraction": usable_fraction})
+    readings = [g.model_dump(exclude_none=True) for g in report.gpus if g.visible]
+    notes = list(report.notes)
+    if not hw.devices:
+        notes.insert(0, "no GPU: CPU/RAM only" + (f" ({_ram(hw.system_ram_bytes)} RAM)" if hw.system_ram_bytes else ""))
+    return hw, readings, notes
+
+
+def _ram(n: int | None) -> str:
+    return f"{(n or 0) / (1 << 30):.1f} GiB"
+
+
+class HardwareError(RuntimeError):
+    """Exit code 4: the machine could not be probed."""
+
+
+def run_check(model: str, *, gpu: str | None, gpus: int, **opts) -> None:
+    """plan on the probed machine: the idle verdict (total memory) and the right-now verdict (free memory)."""
+    if gpu:
+        run_plan("check", model, gpu=gpu, gpus=gpus, **opts)
+        return
+    try:
+        hw, readings, notes = probed_hardware(opts["usable_fraction"])
+    except HardwareError as exc:
+        fail(str(exc), EXIT_HARDWARE)
+    if opts.get("ram_gib"):
+        hw = hw.model_copy(update={"system_ram_bytes": int(opts["ram_gib"] * (1 << 30))})
+    run_plan("check", model, gpu=None, gpus=0, hardware=hw, readings=readings, probe_notes=notes, **opts)
+
+
+def run_plan(command: str, model: str, *, gpu: str | None, gpus: int, hardware=None, readings=None,
+             probe_notes=None, **opts) -> None:
     from fitprobe.app import UsageError, catalog_hardware, check_settings, pick_format, size_plan
     from fitprobe.catalogs.resolve import ResolveError, resolve
 
@@ -51,16 +92,36 @@ def run_plan(command: str, model: str, *, gpu: str, gpus: int, **opts) -> None:
         if opts.get("ram_gib") is not None and opts["ram_gib"] <= 0:
             raise UsageError("--ram-gib must be positive")
         min_margin = parse_bytes(opts["min_margin"])
-        hw = catalog_hardware(gpu, gpus, usable_fraction=opts["usable_fraction"], ram_bytes=ram)
+        hw = hardware or catalog_hardware(gpu, gpus, usable_fraction=opts["usable_fraction"], ram_bytes=ram)
         token = opts.get("token") or os.environ.get("HF_TOKEN")
         resolved = resolve(model, token=token, revision=opts.get("revision"))
         fmt = pick_format(resolved, opts.get("quant"))
         settings = build_settings(fmt, hw, opts)
         check_settings(settings, fmt, hw)
-        sized = size_plan(command, resolved, fmt, settings, hw, min_margin_bytes=min_margin)
+        source = "probe" if hardware is not None else "catalog"
+        sized = size_plan(command, resolved, fmt, settings, hw, min_margin_bytes=min_margin,
+                          hardware_source=source, device_readings=readings)
+        if hardware is not None:
+            add_now_verdict(sized, resolved, fmt, settings, hw, min_margin)
+            sized.output.notes[:0] = probe_notes or []
     except ResolveError as exc:
         fail(str(exc), EXIT_MODEL)
     except (UsageError, click.BadParameter) as exc:
         fail(str(exc), EXIT_USAGE)
     emit(sized, opts["as_json"])
-    sys.exit(EXIT_EXCEEDS if sized.output.verdict.status == "exceeds" else EXIT_FITS)
+    verdict = sized.output.verdict_now or sized.output.verdict
+    sys.exit(EXIT_EXCEEDS if verdict.status == "exceeds" else EXIT_FITS)
+
+
+def add_now_verdict(sized, resolved, fmt, settings, hw, min_margin: int) -> None:
+    """The same plan against free memory right now (other processes counted)."""
+    from fitprobe.app import error_band, verdict_info
+    from fitprobe.catalogs.quants import quant_table
+    from fitprobe.estimator.plan import Sizer
+
+    if not any(d.free_bytes is not None for d in hw.devices) and hw.ram_available_bytes is None:
+        return
+    sizer = Sizer(resolved.spec, quant_table(), hw, error_band=error_band(), min_margin_bytes=min_margin,
+                  known_weights=resolved.known_weights)
+    _, verdict, _ = sizer.size(fmt, settings, now=True)
+    sized.output.verdict_now = verdict_info(verdict)

@@ -23,19 +23,27 @@ def render_plan(o: PlanOutput) -> str:
         f"  model: {o.model.architecture}, {o.model.params_total / 1e9:,.2f}B params "
         f"({o.model.params_active / 1e9:,.2f}B active), {o.model.n_layers} layers, {o.model.attention}; "
         f"source: {o.model.source}",
+    ]
+    if hw.source == "probe":
+        probed = ", ".join(f"{d.name} ({d.memory_bytes / GIB:.1f} GiB" + (f", {d.free_bytes / GIB:.1f} free)" if d.free_bytes is not None else ")")
+                           for d in hw.devices) or "no GPU"
+        ram = f"; RAM {hw.system_ram_bytes / GIB:.1f} GiB" if hw.system_ram_bytes else ""
+        lines.append(f"  probed: {probed}{ram}")
+    lines += [
         "",
         f"Verdict: {STATUS[v.status]} — {v.reason}",
-        "",
-        f"  {'Memory breakdown':<30}{'GiB':>10}{'GB':>10}",
     ]
-    where = "GPU" if hw.count else "RAM"
-    rows = [("Weights", m.weights_bytes), ("KV cache & state", m.kv_cache_bytes),
-            ("Engine & activation buffers", m.buffers_bytes), (f"Total on {where}", m.total_bytes)]
+    if o.verdict_now is not None:
+        lines.append(f"Right now: {STATUS[o.verdict_now.status]} — {o.verdict_now.reason}")
+    lines += ["", f"  {'Memory breakdown':<30}{'GiB':>10}{'GB':>10}"]
+    host = m.host_weights_bytes + m.host_kv_cache_bytes + m.host_buffers_bytes
     if hw.count:
-        host = m.host_weights_bytes + m.host_kv_cache_bytes + m.host_buffers_bytes
-        rows.append(("System RAM (CPU side)", host))
+        rows = [("Weights", m.weights_bytes), ("KV cache & state", m.kv_cache_bytes),
+                ("Engine & activation buffers", m.buffers_bytes), ("Total on GPU", m.total_bytes),
+                ("System RAM (CPU side)", host)]
     else:
-        rows[-1] = ("Total in RAM", m.host_weights_bytes + m.host_kv_cache_bytes + m.host_buffers_bytes)
+        rows = [("Weights", m.host_weights_bytes), ("KV cache & state", m.host_kv_cache_bytes),
+                ("Engine & activation buffers", m.host_buffers_bytes), ("Total in RAM", host)]
     for label, value in rows:
         lines.append(f"  {label:<30}{gib(value):>10}{value / GB:>10.2f}")
     physical = f"{hw.memory_bytes / GIB:,.0f} GiB physical" if hw.count else "system RAM"

@@ -94,7 +94,9 @@ class PlanOutput(BaseModel):
     settings: SettingsInfo
     hardware: HardwareInfo
     memory: MemoryInfo
-    verdict: VerdictInfo
+    verdict: VerdictInfo = Field(description="fit on the idle hardware (total memory)")
+    verdict_now: VerdictInfo | None = Field(
+        default=None, description="check only: fit right now, against free memory (other processes counted)")
     matrix: list[MatrixRow] = Field(description="every quantization format at this context")
     scaling: list[ScalingRow] = Field(description="4K..128K and the model's maximum context at this quant")
     notes: list[str] = Field(default_factory=list)
