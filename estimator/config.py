@@ -27,7 +27,7 @@ _DENSE = {
 }
 _MOE = {
     "mixtral", "qwen2_moe", "qwen3_moe", "llama4", "llama4_text", "deepseek_v2", "deepseek_v3",
-    "deepseek_v32", "kimi_k2", "glm4_moe", "glm_moe_dsa", "gpt_oss", "minimax_m2", "ernie4_5_moe",
+    "deepseek_v32", "deepseek_v4", "kimi_k2", "glm4_moe", "glm_moe_dsa", "gpt_oss", "minimax_m2", "ernie4_5_moe",
     "hunyuan_v1_moe", "hunyuan", "dots1", "bailing_moe", "step3p5", "step3_text", "afmoe",
 }
 _HYBRID = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "jamba",
@@ -92,11 +92,11 @@ def vision_tower_params(vision: dict | None) -> int:
     """
     if not vision:
         return 0
-    depth = _first(vision, "num_hidden_layers", "depth", "n_layers", "num_layers")
-    width = _first(vision, "hidden_size", "embed_dim", "width", "d_model")
+    depth = _first(vision, "num_hidden_layers", "depth", "n_layers", "num_layers", "vt_num_hidden_layers")
+    width = _first(vision, "hidden_size", "embed_dim", "width", "d_model", "vt_hidden_size")
     if not depth or not width:
         return 0
-    ff = _first(vision, "intermediate_size", "mlp_dim") or 4 * width
+    ff = _first(vision, "intermediate_size", "mlp_dim", "vt_intermediate_size") or 4 * width
     patch = vision.get("patch_size") or 14
     channels = vision.get("num_channels") or 3
     per_layer = 4 * width * width + 2 * width * ff + 9 * width + ff
@@ -124,9 +124,10 @@ def _prequant(cfg: dict) -> PreQuant | None:
     q = cfg.get("quantization_config")
     if not isinstance(q, dict):
         return None
-    method = str(q.get("quant_method") or q.get("quant_algo") or "unknown").lower()
+    method = str(q.get("quant_method") or "unknown").lower()
+    fmt_hint = q.get("quant_algo")
     bits = q.get("bits") or q.get("w_bit")
-    fmt = q.get("fmt") or q.get("format")
+    fmt = q.get("fmt") or q.get("format") or fmt_hint
     group = q.get("group_size") or q.get("q_group_size")
     if method == "compressed-tensors":
         groups = q.get("config_groups") or {}
@@ -137,8 +138,11 @@ def _prequant(cfg: dict) -> PreQuant | None:
             fmt = fmt or w.get("type")
     if method == "bitsandbytes":
         bits = 4 if q.get("load_in_4bit") else 8 if q.get("load_in_8bit") else bits
+    if method == "unknown" and q.get("quant_algo"):
+        method = "modelopt"  # ModelOpt NVFP4/FP8 checkpoints name only quant_algo
     skip = q.get("modules_to_not_convert") or q.get("ignore") or q.get("ignored_layers") or []
-    return PreQuant(method=method, bits=float(bits) if bits else None,
+    expert_bpw = 4.25 if str(cfg.get("expert_dtype", "")).lower() in ("fp4", "mxfp4") else None
+    return PreQuant(method=method, bits=float(bits) if bits else None, expert_bpw=expert_bpw,
                     group_size=int(group) if isinstance(group, int) and group > 0 else None,
                     fmt=str(fmt) if fmt else None, modules_not_converted=[str(s) for s in skip])
 
@@ -200,7 +204,7 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None) -> Mo
     window = _window(arch, cfg)
     ffn_kinds, moe = _ffn_pattern(arch, cfg, n_layers, ff, r)
     if arch in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa") or (
-        cfg.get("kv_lora_rank") and cfg.get("qk_rope_head_dim")
+        cfg.get("kv_lora_rank") and cfg.get("qk_rope_head_dim") and arch != "deepseek_v4"
     ):
         mla = MLA(
             kv_lora_rank=r.need("kv_lora_rank") or 1, q_lora_rank=cfg.get("q_lora_rank"),
@@ -213,18 +217,25 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None) -> Mo
             fields["indexer"] = Indexer(n_heads=cfg["index_n_heads"], head_dim=cfg["index_head_dim"])
     if arch == "gpt_oss":
         fields.update(attention_sinks=True, attention_bias=True)
+    if arch == "deepseek_v4":
+        fields.update(hc_mult=r.need("hc_mult") or 1, o_groups=r.need("o_groups") or 1,
+                      o_lora_rank=r.need("o_lora_rank") or 1, n_kv_heads=1, attention_sinks=True,
+                      q_lora_rank=r.need("q_lora_rank") or 1, v_head_dim=head_dim)
+        fields["indexer"] = Indexer(n_heads=r.need("index_n_heads") or 1, head_dim=r.need("index_head_dim") or 1)
     if arch in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
         fields["gated_attention_output"] = True
     fields["ssm"] = _ssm(arch, cfg, hidden, r)
     r.check()
     kv_override = _per_layer_kv_heads(cfg, n_layers)
+    ratios = _compress_ratios(arch, cfg, n_layers)
     layers = []
     for i in range(n_layers):
         kind = kinds[i]
         layers.append(Layer(
             attention=kind, ffn=ffn_kinds[i][0], ffn_size=ffn_kinds[i][1],
-            n_kv_heads=(kv_override[i] if kv_override else fields["n_kv_heads"]) if kind in ("full", "sliding", "chunked") else 0,
-            window=window if kind in ("sliding", "chunked") else None,
+            n_kv_heads=(kv_override[i] if kv_override else fields["n_kv_heads"]) if kind in ("full", "sliding", "chunked", "compressed") else 0,
+            window=window if kind in ("sliding", "chunked", "compressed") else None,
+            compress_ratio=ratios[i],
         ))
     if any(layer.attention in ("sliding", "chunked") for layer in layers) and not window:
         raise SpecError(f"config.json for '{arch}' declares sliding/chunked layers but no window size (sliding_window / attention_chunk_size)")
@@ -252,6 +263,16 @@ def _per_layer_kv_heads(cfg: dict, n_layers: int) -> list[int] | None:
     return None
 
 
+def _compress_ratios(arch: str, cfg: dict, n: int) -> list[int]:
+    """DeepSeek V4 compress_ratios: one per layer (+ the MTP layer); 0 = sliding window only."""
+    if arch != "deepseek_v4":
+        return [0] * n
+    ratios = cfg.get("compress_ratios")
+    if not isinstance(ratios, list) or len(ratios) < n:
+        raise SpecError("config.json for 'deepseek_v4' is missing: compress_ratios (one per layer)")
+    return [int(x) for x in ratios[:n]]
+
+
 def _window(arch: str, cfg: dict) -> int | None:
     if arch in ("llama4", "llama4_text"):
         return cfg.get("attention_chunk_size")
@@ -268,6 +289,9 @@ def _attention_pattern(arch: str, cfg: dict, n: int, r: _Reader) -> list[str]:
         return ["mamba" if c == "M" else "full" if c == "*" else "none" for c in pattern]
     if arch == "falcon_h1":
         return ["full"] * n  # every block runs attention and a Mamba-2 mixer in parallel
+    if arch == "deepseek_v4":
+        ratios = _compress_ratios(arch, cfg, n)
+        return ["sliding" if x == 0 else "compressed" for x in ratios]
     if isinstance(types, list) and types:
         if len(types) != n:
             raise SpecError(f"layer_types has {len(types)} entries for {n} layers")

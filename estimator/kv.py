@@ -60,6 +60,22 @@ def recurrent_state_bytes(spec: ModelSpec, sequences: int, *, dtype_bytes: float
     return int((r + st) * dtype_bytes * max(1, sequences))
 
 
+V4_VLLM_ENTRY = 584  # fp8_ds_mla entry: 448 fp8 NoPE + 64 bf16 RoPE + 8 scale bytes (vLLM deepseek_v4_attention.py)
+V4_VLLM_INDEX_ENTRY = 132  # 128 fp8 + one fp32 scale (DeepseekV4IndexerCache)
+
+
+def _v4_layer(spec: ModelSpec, layer, context: int, seqs: int, e: float, paged: bool) -> tuple[float, float, float]:
+    """DeepSeek V4 (window, compressed, indexer) bytes of one layer: a sliding window of the shared
+    K=V head, one compressed entry per `compress_ratio` tokens, and on ratio-4 layers indexer keys.
+    vLLM stores fp8 584-byte entries; the reference layout stores head_dim values per entry."""
+    entry = V4_VLLM_ENTRY if paged else spec.head_dim * e
+    index_entry = V4_VLLM_INDEX_ENTRY if paged else (spec.indexer.head_dim * e if spec.indexer else 0)
+    window = min(context, layer.window or 0) * entry
+    compressed = ceil(context / layer.compress_ratio) * entry if layer.compress_ratio else 0
+    index = ceil(context / 4) * index_entry if layer.compress_ratio == 4 else 0
+    return window * seqs, compressed * seqs, index * seqs
+
+
 def kv_cache(spec: ModelSpec, settings: RunSettings, *, tensor_parallel: int = 1,
              max_num_batched_tokens: int = 2048) -> KvCache:
     if settings.engine in ("vllm", "sglang"):
@@ -80,6 +96,13 @@ def _kv_ggml(spec: ModelSpec, st: RunSettings) -> KvCache:
     falcon_h1 = spec.architecture == "falcon_h1"
     for layer in spec.layers:
         b = 0.0
+        if spec.architecture == "deepseek_v4":
+            win, comp, idx = _v4_layer(spec, layer, st.context, np_, e, paged=False)
+            out["windowed"] += win
+            out["latent"] += comp
+            out["indexer"] += idx
+            per_layer.append(int(win + comp + idx))
+            continue
         if layer.attention in ("full", "sliding", "chunked"):
             cells = cells_full
             if layer.attention != "full" and layer.window:
@@ -118,6 +141,13 @@ def _kv_paged(spec: ModelSpec, st: RunSettings, tp: int, batched: int) -> KvCach
     recurrent_each = recurrent_state_bytes(spec, st.batch, dtype_bytes=state_dtype) * tp
     for layer in spec.layers:
         b = 0.0
+        if spec.architecture == "deepseek_v4":
+            win, comp, idx = (x * tp for x in _v4_layer(spec, layer, st.context, st.batch, e, paged=True))
+            out["windowed"] += win
+            out["latent"] += comp
+            out["indexer"] += idx
+            per_layer.append(int(win + comp + idx))
+            continue
         if layer.attention in ("full", "sliding", "chunked"):
             tokens = blocks_full * VLLM_BLOCK
             if layer.attention != "full" and layer.window and st.engine == "vllm":

@@ -267,6 +267,8 @@ def _checkpoint_bytes(t: Tensor, fmt: QuantFormat, spec: ModelSpec) -> tuple[str
     if keep:
         return "BF16", t.n * 2
     bits = fmt.linear_bpw or fmt.bits or 16
+    if t.expert and spec.prequant and spec.prequant.expert_bpw and fmt.name == "FP8":
+        bits = spec.prequant.expert_bpw  # mixed checkpoint: FP4 experts beside FP8 attention
     size = t.n * bits / 8
     if fmt.scale_block:
         size += t.n / fmt.scale_block * 4

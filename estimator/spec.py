@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-AttentionKind = Literal["full", "sliding", "chunked", "linear", "mamba", "conv", "none"]
+AttentionKind = Literal["full", "sliding", "chunked", "compressed", "linear", "mamba", "conv", "none"]
 FfnKind = Literal["dense", "moe", "none"]
 
 
@@ -21,6 +21,7 @@ class Layer(BaseModel):
     n_kv_heads: int = 0
     window: int | None = Field(default=None, description="sliding window / attention chunk, in tokens")
     ffn_size: int = 0
+    compress_ratio: int = Field(default=0, description="DeepSeek V4: tokens per compressed KV entry (4 or 128)")
 
 
 class MoE(BaseModel):
@@ -74,6 +75,7 @@ class PreQuant(BaseModel):
     bits: float | None = None
     group_size: int | None = None
     fmt: str | None = None
+    expert_bpw: float | None = Field(default=None, description="routed experts stored at another width (DeepSeek V4 expert_dtype fp4: MXFP4)")
     modules_not_converted: list[str] = Field(default_factory=list)
 
 
@@ -103,6 +105,10 @@ class ModelSpec(BaseModel):
     post_norms: bool = False
     qk_norm: bool = False
     mtp_layers: int = 0
+    hc_mult: int = Field(default=0, description="DeepSeek V4 hyper-connection streams")
+    o_groups: int = 0
+    o_lora_rank: int = 0
+    q_lora_rank: int = 0
     vision_params: int = 0
     native_dtype: str = "bfloat16"
     prequant: PreQuant | None = None

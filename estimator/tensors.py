@@ -42,6 +42,8 @@ def _attention(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
     d, H, hd, vd = spec.hidden_size, spec.n_heads, spec.head_dim, spec.v_head_dim
     kv = spec.layers[i].n_kv_heads
     out: list[Tensor] = []
+    if spec.architecture == "deepseek_v4":
+        return _attention_v4(spec, i, p)
     if spec.mla is not None:
         m = spec.mla
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
@@ -82,6 +84,38 @@ def _attention(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
         out += [Tensor(f"{p}attn_q_norm.weight", (hd,), i), Tensor(f"{p}attn_k_norm.weight", (hd,), i)]
     if spec.attention_sinks:
         out.append(Tensor(f"{p}attn_sinks.weight", (H,), i))
+    return out
+
+
+def _attention_v4(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
+    """DeepSeek V4: one shared K=V head, grouped low-rank output, per-ratio KV compressors and the
+    lightning indexer on ratio-4 layers (transformers modular_deepseek_v4.py; /work notes in docs)."""
+    d, H, hd = spec.hidden_size, spec.n_heads, spec.head_dim
+    layer = spec.layers[i]
+    q_rank = spec.q_lora_rank
+    ix = spec.indexer
+    out = [Tensor(f"{p}attn_q_a.weight", (d, q_rank), i), Tensor(f"{p}attn_q_a_norm.weight", (q_rank,), i),
+           Tensor(f"{p}attn_q_b.weight", (q_rank, H * hd), i), Tensor(f"{p}attn_kv.weight", (d, hd), i),
+           Tensor(f"{p}attn_kv_norm.weight", (hd,), i),
+           Tensor(f"{p}attn_output_a.weight", (H * hd // spec.o_groups, spec.o_groups * spec.o_lora_rank), i),
+           Tensor(f"{p}attn_output_b.weight", (spec.o_groups * spec.o_lora_rank, d), i),
+           Tensor(f"{p}attn_sinks.weight", (H,), i)]
+    r = layer.compress_ratio
+    if r:
+        width = 2 * hd if r == 4 else hd  # ratio-4 compressors use overlapping windows: twice the width
+        out += [Tensor(f"{p}compressor.kv.weight", (d, width), i), Tensor(f"{p}compressor.gate.weight", (d, width), i),
+                Tensor(f"{p}compressor.pos_bias", (width, r), i), Tensor(f"{p}compressor.norm.weight", (hd,), i)]
+    if r == 4 and ix is not None:
+        out += [Tensor(f"{p}indexer.kv.weight", (d, 2 * ix.head_dim), i),
+                Tensor(f"{p}indexer.gate.weight", (d, 2 * ix.head_dim), i),
+                Tensor(f"{p}indexer.pos_bias", (2 * ix.head_dim, 4), i),
+                Tensor(f"{p}indexer.k_norm.weight", (ix.head_dim,), i),
+                Tensor(f"{p}indexer.attn_q_b.weight", (q_rank, ix.n_heads * ix.head_dim), i),
+                Tensor(f"{p}indexer.proj.weight", (d, ix.n_heads), i)]
+    n = spec.hc_mult
+    for part in ("attn", "ffn"):
+        out += [Tensor(f"{p}hc_{part}.fn", (n * d, (2 + n) * n), i), Tensor(f"{p}hc_{part}.base", ((2 + n) * n,), i),
+                Tensor(f"{p}hc_{part}.scale", (3,), i)]
     return out
 
 
@@ -165,7 +199,7 @@ def _block(spec: ModelSpec, i: int, *, mtp: bool = False) -> list[Tensor]:
     p, d = f"blk.{i}.", spec.hidden_size
     layer = spec.layers[min(i, spec.n_layers - 1)]
     out = [Tensor(f"{p}attn_norm.weight", (d,), i)]
-    if layer.attention in ("full", "sliding", "chunked"):
+    if layer.attention in ("full", "sliding", "chunked", "compressed"):
         out += _attention(spec, min(i, spec.n_layers - 1), p)
     if layer.attention in ("mamba", "linear", "conv") or spec.architecture == "falcon_h1":
         out += _ssm(spec, i, p)
@@ -193,6 +227,9 @@ def _inventory(spec_json: str) -> tuple[Tensor, ...]:
     for j in range(spec.mtp_layers):
         tensors += _block(spec, spec.n_layers + j, mtp=True)
     tensors.append(Tensor("output_norm.weight", (d,)))
+    if spec.hc_mult:
+        n = spec.hc_mult
+        tensors += [Tensor("hc_head.fn", (n * d, n)), Tensor("hc_head.base", (n,))]
     if not spec.tied_embeddings:
         tensors.append(Tensor("output.weight", (d, V)))
     if spec.vision_params:

@@ -133,7 +133,7 @@ def model_info(r: ResolvedModel) -> schema.ModelInfo:
 
 def attention_summary(spec) -> str:
     parts = []
-    kind_names = {"full": "full", "sliding": "sliding-window", "chunked": "chunked", "linear": "linear (gated delta)",
+    kind_names = {"full": "full", "sliding": "sliding-window", "chunked": "chunked", "compressed": "compressed (V4)", "linear": "linear (gated delta)",
                   "mamba": "Mamba", "conv": "short-conv"}
     for kind, label in kind_names.items():
         n = spec.count(kind)
