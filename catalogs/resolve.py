@@ -165,7 +165,7 @@ def _prequant_format(spec: ModelSpec) -> str | None:
     if method in ("gptq", "compressed-tensors"):
         return "GPTQ"
     if method == "mxfp4":
-        return "MXFP4"
+        return "BF16"  # native: MXFP4 experts, 16-bit elsewhere (see quant._checkpoint_bytes)
     if method in ("modelopt",) and q.fmt and "fp4" in q.fmt.lower():
         return "NVFP4"
     if method == "bitsandbytes":

@@ -64,6 +64,16 @@ def vllm_activation_bytes(spec: ModelSpec, tp: int, batched_tokens: int, max_seq
     return batched_tokens * per_token + max_seqs * spec.vocab_size * 4
 
 
+def vllm_mxfp4_pad_factor(spec: ModelSpec, tp: int) -> float:
+    """vLLM pads MXFP4 expert weights for its MoE kernels: hidden size up to a multiple of 256 and
+    the per-rank intermediate size up to 128 (vllm/model_executor/layers/quantization/mxfp4.py
+    create_weights; gpt-oss 2880 -> 3072 x 2944, +9 %). Returns the expert-bytes growth factor."""
+    if spec.moe is None or spec.prequant is None or spec.prequant.method != "mxfp4":
+        return 1.0
+    d, ff = spec.hidden_size, max(1, spec.moe.expert_ffn // tp)
+    return (-(-d // 256) * 256) * (-(-ff // 128) * 128) / (d * ff)
+
+
 def vllm_overhead_bytes(tp: int) -> int:
     return VLLM_NON_TORCH_BYTES + (VLLM_NCCL_BYTES if tp > 1 else 0)
 

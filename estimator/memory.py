@@ -128,11 +128,15 @@ def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now
 def _paged(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: bool) -> MemoryBreakdown:
     devices = hw.devices
     tp = max(1, len(devices))
-    notes: list[str] = []
+    notes: list[str] = []  # filled below
     ref = devices[0] if devices else None
     batched, seqs = buffers.vllm_batch_defaults(ref.memory_bytes if ref else 0, ref.name if ref else "")
     kv = kv_cache(spec, st, tensor_parallel=tp, max_num_batched_tokens=batched)
     weights_all = w.total + w.vision  # vLLM/SGLang load the vision tower with the model
+    pad = buffers.vllm_mxfp4_pad_factor(spec, tp)
+    if pad > 1 and st.engine == "vllm":
+        weights_all += int(sum(w.experts_per_layer) * (pad - 1))
+        notes.append(f"MXFP4 experts padded by vLLM's MoE kernels: +{pad - 1:.1%} expert memory")
     if spec.vision_params:
         notes.append("vision tower counted in bf16: vLLM/SGLang load it with the language model")
     act = buffers.vllm_activation_bytes(spec, tp, batched, seqs) + buffers.vllm_overhead_bytes(tp)

@@ -258,9 +258,14 @@ def _gguf_bytes(t: Tensor, ty: GgmlType) -> int:
     return rows * ty.row_bytes(t.shape[0])
 
 
+MXFP4_BLOCK_BYTES = 17 / 32  # 32 E2M1 values + one E8M0 scale
+
+
 def _checkpoint_bytes(t: Tensor, fmt: QuantFormat, spec: ModelSpec) -> tuple[str, int]:
+    mxfp4_experts = t.expert and spec.prequant is not None and spec.prequant.method == "mxfp4"
     if fmt.kind == "native":
-        return "BF16", t.n * 2
+        # gpt-oss ships MXFP4 experts; engines and llama.cpp's 16-bit conversions keep them MXFP4
+        return ("MXFP4", int(t.n * MXFP4_BLOCK_BYTES)) if mxfp4_experts else ("BF16", t.n * 2)
     keep = not t.quantizable or t.name in ("token_embd.weight", "output.weight")
     if fmt.name == "MXFP4" or (spec.prequant and spec.prequant.method == "mxfp4" and fmt.kind == "checkpoint"):
         keep = keep or not t.expert

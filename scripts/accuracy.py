@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Estimate vs measurement, per component, over catalogs/data/measured_runs.json.
+
+Prints one line per compared component (measured, estimated, signed error), then the median and
+p90 absolute error per component. `--write-band` stores the p90 total error in
+catalogs/data/error_band.json, which the verdict uses for 'tight'.
+
+    python scripts/accuracy.py [--write-band]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from datetime import date
+
+from fitprobe.catalogs import data_path
+from fitprobe.catalogs.models import find_model
+from fitprobe.catalogs.quants import quant_table
+from fitprobe.catalogs.resolve import native_format
+from fitprobe.estimator.buffers import (llama_cpp_compute_bytes, vllm_activation_bytes, vllm_batch_defaults,
+                                        vllm_mxfp4_pad_factor, vllm_overhead_bytes)
+from fitprobe.estimator.config import spec_from_config
+from fitprobe.estimator.kv import kv_cache
+from fitprobe.estimator.quant import weight_bytes
+from fitprobe.estimator.settings import RunSettings
+
+MIB, GIB, GB = 1 << 20, 1 << 30, 10**9
+QUANT_ALIASES = {"MXFP4_MOE": "MXFP4", "F16": "BF16"}
+
+
+def _fmt(name: str | None):
+    if not name:
+        return None
+    return quant_table().find(QUANT_ALIASES.get(name.upper(), name))
+
+
+def _file_bytes(m: dict) -> float | None:
+    if m.get("file_size_bytes"):
+        return m["file_size_bytes"]
+    if m.get("file_size_gib"):
+        return m["file_size_gib"] * GIB
+    if m.get("file_size_gb"):
+        return m["file_size_gb"] * GB
+    return None
+
+
+def compare_run(run: dict) -> list[tuple[str, float, float]]:
+    """(component, measured bytes, estimated bytes) for everything this run measured."""
+    entry = find_model(run["model"])
+    if entry is None:
+        return []
+    spec = spec_from_config(entry.config, name=entry.name)
+    s, m = run.get("settings") or {}, run["measured"]
+    fmt = _fmt(run.get("quant"))
+    out: list[tuple[str, float, float]] = []
+    if run["kind"] == "gguf-file" and fmt is not None and _file_bytes(m):
+        out.append(("gguf_file", _file_bytes(m), weight_bytes(spec, fmt, quant_table()).total))
+    if run["kind"] == "llama.cpp-log" and s.get("n_ctx"):
+        np_ = s.get("n_seq_max") or 1
+        unified = s.get("kv_unified")
+        ctx = s["n_ctx"] if unified or np_ == 1 else s["n_ctx"] // np_
+        st = RunSettings(context=ctx if not unified else s["n_ctx"] // np_ if np_ > 1 else ctx,
+                         batch=np_, kv_cache_dtype=s.get("type_k") or "f16", ubatch=s.get("n_ubatch") or 512,
+                         flash_attention=bool(s.get("flash_attn")))
+        if unified and np_ > 1:  # one stream of n_ctx cells shared by all sequences
+            st = st.model_copy(update={"context": s["n_ctx"], "batch": 1})
+        kv = kv_cache(spec, st)
+        attn = kv.full + kv.windowed + kv.latent + kv.indexer
+        if m.get("kv_cache_mib") is not None:
+            out.append(("kv_cache", m["kv_cache_mib"] * MIB, attn))
+        if m.get("recurrent_state_mib") is not None:
+            rec = kv_cache(spec, st.model_copy(update={"batch": np_})).recurrent
+            out.append(("recurrent_state", m["recurrent_state_mib"] * MIB, rec))
+        if m.get("compute_buffer_mib") is not None and (s.get("n_gpu_layers") is None or s.get("n_gpu_layers", 0) > 0):
+            out.append(("compute_buffer", m["compute_buffer_mib"] * MIB,
+                        llama_cpp_compute_bytes(spec, st, kv.cells_full)))
+    if run["kind"] == "vllm-log":
+        native = quant_table().find(native_format(spec) if run.get("quant") in (None, "MXFP4", "BF16") else run["quant"])
+        tp = s.get("tensor_parallel_size") or 1
+        if m.get("weights_gib") and native is not None:
+            w = weight_bytes(spec, native, quant_table())
+            padded = sum(w.experts_per_layer) * (vllm_mxfp4_pad_factor(spec, tp) - 1)
+            out.append(("vllm_weights", m["weights_gib"] * GIB, (w.total + w.vision + padded) / tp))
+        total = m.get("total_gpu_memory_gib")
+        if m.get("kv_cache_gib") is not None and total and m.get("weights_gib") and s.get("gpu_memory_utilization"):
+            batched, seqs = vllm_batch_defaults(int(total * GIB), run.get("gpu") or "")
+            if s.get("max_model_len") and s["max_model_len"] < 32768:
+                batched = max(batched, s["max_model_len"])  # no chunked prefill below 32K: one full prompt
+            act = vllm_activation_bytes(spec, tp, batched, seqs) + vllm_overhead_bytes(tp)
+            budget = total * GIB * s["gpu_memory_utilization"] - m["weights_gib"] * GIB - act
+            out.append(("vllm_kv_budget", m["kv_cache_gib"] * GIB, budget))
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    k = min(len(values) - 1, max(0, round(q * (len(values) - 1))))
+    return values[k]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write-band", action="store_true", help="store the p90 total error as the verdict's band")
+    args = parser.parse_args(argv)
+    runs = json.loads(data_path("measured_runs.json").read_text())["runs"]
+    errors: dict[str, list[float]] = {}
+    skipped = []
+    print(f"{'run':<52}{'component':<17}{'measured':>12}{'estimated':>12}{'error':>9}")
+    for run in runs:
+        rows = compare_run(run)
+        if not rows:
+            skipped.append(run["id"])
+        for comp, measured, est in rows:
+            err = (est - measured) / abs(measured) if measured else float("nan")
+            errors.setdefault(comp, []).append(abs(err))
+            print(f"{run['id'][:51]:<52}{comp:<17}{measured / MIB:>10.1f}Mi{est / MIB:>10.1f}Mi{err:>+9.2%}")
+    print()
+    print(f"{'component':<17}{'n':>4}{'median |err|':>14}{'p90 |err|':>11}")
+    for comp, errs in sorted(errors.items()):
+        print(f"{comp:<17}{len(errs):>4}{statistics.median(errs):>14.2%}{_pct(errs, 0.9):>11.2%}")
+    totals = [e for c in ("gguf_file", "vllm_weights", "kv_cache", "recurrent_state") for e in errors.get(c, [])]
+    band = _pct(totals, 0.9)
+    print(f"\nmemory total (weights + cache components): n={len(totals)}, median {statistics.median(totals):.2%}, "
+          f"p90 {band:.2%}")
+    if skipped:
+        print(f"skipped (model not bundled or nothing comparable): {', '.join(skipped)}")
+    if args.write_band:
+        path = data_path("error_band.json")
+        path.write_text(json.dumps({
+            "schema": 1, "total_p90_abs_error": round(max(band, 0.02), 4),
+            "source": "p90 absolute error of weights and cache components in scripts/accuracy.py over "
+                      "catalogs/data/measured_runs.json (floor 2%)",
+            "measured_on": date.today().isoformat(), "runs": len(runs),
+        }, indent=2) + "\n")
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
