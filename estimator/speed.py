@@ -168,7 +168,8 @@ def _placement(w: WeightBytes, spec: ModelSpec, st: RunSettings, hw: Hardware, m
 
 
 def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings, hw: Hardware,
-                   memory: MemoryBreakdown, *, prompt_tokens: int = TTFT_PROMPT, cpu_expert_layers: int = 0,
+                   memory: MemoryBreakdown, *, prompt_tokens: int = TTFT_PROMPT, prompt_depth: int = 0,
+                   cpu_expert_layers: int = 0,
                    ram_bandwidth_gbs: float | None = None, calibration=None) -> Speed:
     """Decode tokens/s (per sequence and aggregate), prefill tokens/s and TTFT for one sized plan.
 
@@ -217,7 +218,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
         overhead += 2 * spec.n_layers * ALLREDUCE_US[link] / 1e3
         notes.append(f"tensor parallel {len(devices)} over {'NVLink' if link == 'nvlink' else 'PCIe'}: "
                      f"2 all-reduces per layer at ~{ALLREDUCE_US[link]:.0f} µs each")
-    n_active, n_all = matmul_params(spec)
+    n_active, _ = matmul_params(spec)
     tflops = _tflops(devices, calibration, eff, key)
     compute_ms = 0.0
     if B > 1:
@@ -232,7 +233,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     prefill = ttft = None
     if tflops:
         t_pp = _prefill_seconds(spec, weights, settings, hw, memory, eff, cpu_eff, tflops, prompt_tokens,
-                                 ram_bw or DEFAULT_RAM_BANDWIDTH_GBS, n_active, n_all, arch_factor)
+                                 n_active, arch_factor, prompt_depth)
         prefill, ttft = prompt_tokens / t_pp, t_pp * 1e3
     else:
         notes.append("the catalog has no FP16 TFLOPS for this device and no benchmark measured it: "
@@ -250,14 +251,14 @@ def _tflops(devices: list[Device], calibration, eff: Efficiency, key: str) -> fl
         return None
     per = []
     for d in devices:
-        measured = calibration.device_tflops(d.catalog_key, key)
+        measured = None if d.fp16_tflops else calibration.device_tflops(d.catalog_key, key)
         per.append(measured / eff.compute if measured else d.fp16_tflops)
     if any(p is None for p in per):
         return None
     return sum(per) if len(devices) > 1 else per[0]
 
 
-def _prefill_seconds(spec, w, st, hw, mem, eff, cpu_eff, tflops, n, ram_bw, n_active, n_all, arch_factor) -> float:
+def _prefill_seconds(spec, w, st, hw, mem, eff, cpu_eff, tflops, n, n_active, arch_factor, depth) -> float:
     """Prompt of n tokens in micro-batches: each one compute- or weight-read-bound, attention grows with depth."""
     devices = hw.devices
     paged = st.engine in ("vllm", "sglang")
@@ -275,8 +276,7 @@ def _prefill_seconds(spec, w, st, hw, mem, eff, cpu_eff, tflops, n, ram_bw, n_ac
     total, done = 0.0, 0
     while done < n:
         m = min(chunk, n - done)
-        # a micro-batch of m tokens touches each routed expert with probability 1-(1-k/E)^m
-        flops = 2 * n_active * m + _attention_flops(spec, m, done)
+        flops = 2 * n_active * m + _attention_flops(spec, m, depth + done)
         t_compute = flops / (tflops * 1e12 * eff.compute)
         t_read = gpu_weight_bytes / bw
         # CPU-resident blocks: ggml copies their weights to the GPU over PCIe for big batches
