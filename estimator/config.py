@@ -171,6 +171,7 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None) -> Mo
     n_heads = r.need("num_attention_heads", "n_head", "n_heads")
     vocab = r.need("vocab_size", "padded_vocab_size")
     r.check()
+    _positive(num_hidden_layers=n_layers, hidden_size=hidden, num_attention_heads=n_heads, vocab_size=vocab)
     n_kv = r.get("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", default=n_heads)
     head_dim = r.get("head_dim", "attention_head_dim", "head_size", default=None) or hidden // n_heads
     ff = r.get("intermediate_size", "ffn_hidden_size", "n_inner", default=0)
@@ -180,13 +181,11 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None) -> Mo
     tie = cfg.get("tie_word_embeddings", config.get("tie_word_embeddings"))
     if tie is None:
         tie = _TIE_DEFAULT.get(arch, False)
-    values = {
-        "n_layers": n_layers, "hidden_size": hidden, "num_attention_heads": n_heads,
-        "num_key_value_heads": n_kv, "head_dim": head_dim, "vocab_size": vocab,
-    }
-    for key, value in values.items():
-        if not isinstance(value, int) or value <= 0:
-            raise SpecError(f"config.json field {key} must be a positive integer, got {value!r}")
+    _positive(num_key_value_heads=n_kv, head_dim=head_dim)
+    if not isinstance(ff, int) or ff < 0:
+        raise SpecError(f"config.json field intermediate_size must be a non-negative integer, got {ff!r}")
+    if max_ctx is not None and (not isinstance(max_ctx, int) or max_ctx <= 0):
+        raise SpecError(f"config.json field max_position_embeddings must be a positive integer, got {max_ctx!r}")
     fields: dict[str, Any] = dict(
         name=name, architecture=arch, hf_id=hf_id, n_layers=n_layers, hidden_size=hidden,
         vocab_size=vocab, n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim, v_head_dim=head_dim,
@@ -254,6 +253,12 @@ def _expand_block_types(arch: str, cfg: dict) -> dict:
     out["hybrid_override_pattern"] = "".join(codes[t] for t in types)
     out.setdefault("num_hidden_layers", len(types))
     return out
+
+
+def _positive(**values: Any) -> None:
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise SpecError(f"config.json field {key} must be a positive integer, got {value!r}")
 
 
 def _per_layer_kv_heads(cfg: dict, n_layers: int) -> list[int] | None:

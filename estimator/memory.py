@@ -61,12 +61,13 @@ def engine_usable_bytes(hw: Hardware, device: Device, st: RunSettings, *, now: b
 
 
 def estimate(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, st: RunSettings, hw: Hardware, *,
-             weights: WeightBytes | None = None, now: bool = False) -> MemoryBreakdown:
-    """Size a model on hardware. `weights` may carry exact sizes (real GGUF/safetensors)."""
+             weights: WeightBytes | None = None, kv: KvCache | None = None, now: bool = False) -> MemoryBreakdown:
+    """Size a model on hardware. `weights` may carry exact sizes (real GGUF/safetensors); `kv` a
+    cache already computed for these settings (sweeps reuse it across formats)."""
     w = weights or weight_bytes(spec, fmt, table)
     if st.engine in ("vllm", "sglang"):
         return _paged(spec, w, st, hw, now)
-    return _layered(spec, w, st, hw, now)
+    return _layered(spec, w, st, hw, now, kv or kv_cache(spec, st))
 
 
 def _split_layers(n_blocks: int, shares: list[int]) -> list[int]:
@@ -81,8 +82,7 @@ def _split_layers(n_blocks: int, shares: list[int]) -> list[int]:
     return out
 
 
-def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: bool) -> MemoryBreakdown:
-    kv = kv_cache(spec, st)
+def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: bool, kv: KvCache) -> MemoryBreakdown:
     n = spec.n_layers
     devices = hw.devices
     ngl = n + 1 if st.gpu_layers is None else min(st.gpu_layers, n + 1)
@@ -96,6 +96,9 @@ def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now
     host_w = w.token_embd if not mlx else 0
     if mlx:
         output_on_gpu, gpu_blocks, first_gpu_block = True, n, 0
+    # Tied embeddings: llama.cpp duplicates token_embd as the output head on the output device
+    # (TENSOR_DUPLICATED in load_tensors) while the input copy stays in host RAM.
+    output_bytes = w.output + (w.token_embd if spec.tied_embeddings and not mlx else 0)
     usable = [engine_usable_bytes(hw, d, st, now=now) for d in devices]
     split = _split_layers(gpu_blocks, usable) if devices else []
     per_device: list[DeviceUsage] = []
@@ -104,7 +107,7 @@ def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now
         blocks = range(start, start + split[idx])
         start += split[idx]
         last = idx == len(devices) - 1
-        dw = sum(w.per_layer[i] for i in blocks) + (w.output if last and output_on_gpu else 0)
+        dw = sum(w.per_layer[i] for i in blocks) + (output_bytes if last and output_on_gpu else 0)
         if mlx and idx == 0:
             dw += w.token_embd
         dkv = sum(kv.per_layer[i] for i in blocks)
@@ -114,6 +117,8 @@ def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now
                                       total_bytes=dw + dkv + dbuf, usable_bytes=usable[idx], layers=split[idx]))
     cpu_blocks = range(0, first_gpu_block)
     host_w += sum(w.per_layer[i] for i in cpu_blocks) + (0 if output_on_gpu else w.output)
+    if spec.tied_embeddings and output_on_gpu and devices and not mlx:
+        notes.append("tied embeddings: llama.cpp keeps the input copy in RAM and a duplicate on the GPU as output")
     host_kv = sum(kv.per_layer[i] for i in cpu_blocks)
     host_buf = buffers.llama_cpp_output_bytes(spec, st)
     if not devices or gpu_blocks < n:

@@ -29,6 +29,7 @@ class ScalingRow(BaseModel):
     kv_cache_bytes: int
     total_bytes: int
     status: Status
+    beyond_model_max: bool = False  # longer than max_position_embeddings: needs RoPE scaling
 
 
 class PlanResult(BaseModel):
@@ -82,10 +83,11 @@ class Sizer:
             matrix.append(MatrixRow(quant=other.name, label=other.label, engine=engine, weights_bytes=m.weights_bytes + m.host_weights_bytes,
                                     kv_cache_bytes=m.kv_cache_bytes + m.host_kv_cache_bytes,
                                     total_bytes=m.total_bytes + m.host_total_bytes, status=v.status, weights_source=src))
-        contexts = sorted({c for c in SCALING_CONTEXTS if c < self.spec.max_context} | {self.spec.max_context})
+        contexts = sorted(set(SCALING_CONTEXTS) | {self.spec.max_context})
         scaling = []
         for ctx in contexts:
             m, v, _ = self.size(fmt, st.model_copy(update={"context": ctx}), now=now)
             scaling.append(ScalingRow(context=ctx, kv_cache_bytes=m.kv_cache_bytes + m.host_kv_cache_bytes,
-                                      total_bytes=m.total_bytes + m.host_total_bytes, status=v.status))
+                                      total_bytes=m.total_bytes + m.host_total_bytes, status=v.status,
+                                      beyond_model_max=ctx > self.spec.max_context))
         return PlanResult(memory=mem, verdict=verdict, weights_source=source, matrix=matrix, scaling=scaling)

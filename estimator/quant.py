@@ -7,7 +7,8 @@ the linear layers and keep embeddings, output head, norms and routers in 16 bit.
 """
 from __future__ import annotations
 
-from typing import Literal
+from functools import lru_cache
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel
 
@@ -73,15 +74,20 @@ def _more_bits(i: int, n: int) -> bool:
 class _MixState:
     """The per-model facts llama-quant.cpp consults while walking tensors."""
 
-    def __init__(self, spec: ModelSpec, tensors: tuple[Tensor, ...], imatrix: bool):
+    def __init__(self, spec: ModelSpec, has_output: bool, n_attn_v: int, imatrix: bool):
         self.n_layer = spec.n_layers
         self.n_expert = spec.moe.n_experts if spec.moe else 0
         self.gqa = spec.n_heads // max(1, spec.n_kv_heads) if spec.mla is None else 1
-        self.has_output = any(t.name == "output.weight" for t in tensors)
+        self.has_output = has_output
         self.is_70b = spec.n_layers == 80 and spec.hidden_size == 8192 and spec.moe is None
-        self.n_attn_v = sum(1 for t in tensors if _is_v(t.name))
+        self.n_attn_v = n_attn_v
         self.i_attn_v = 0
         self.imatrix = imatrix
+
+    @classmethod
+    def of(cls, spec: ModelSpec, tensors: tuple[Tensor, ...], imatrix: bool) -> "_MixState":
+        has_output = any(t.name == "output.weight" for t in tensors)
+        return cls(spec, has_output, sum(1 for t in tensors if _is_v(t.name)), imatrix)
 
 
 def _is_v(name: str) -> bool:
@@ -212,41 +218,143 @@ def tensor_types(spec: ModelSpec, fmt: QuantFormat, *, imatrix: bool | None = No
     tensors = tuple(t for t in inventory(spec) if not t.vision and not t.mtp)
     if imatrix is None:
         imatrix = (fmt.ftype or "").startswith("IQ")
-    st = _MixState(spec, tensors, imatrix)
-    return {t.name: (gguf_tensor_type(fmt.ftype or "", t, st) if t.quantizable else _source_type(t, spec)) for t in tensors}
+    st = _MixState.of(spec, tensors, imatrix)
+    keep_mxfp4 = spec.prequant is not None and spec.prequant.method == "mxfp4"
+    out = {}
+    for t in tensors:
+        if keep_mxfp4 and t.expert and t.quantizable:
+            out[t.name] = "MXFP4"  # gpt-oss: the converter writes MXFP4 experts and quantize keeps them
+        elif t.quantizable:
+            out[t.name] = gguf_tensor_type(fmt.ftype or "", t, st)
+        else:
+            out[t.name] = _source_type(t, spec)
+    return out
+
+
+class _Prepared(NamedTuple):
+    """A model's tensors grouped for fast sizing: per block, the tensors whose type the mix rules
+    choose by layer index (attn_v, ffn_down: 'dynamic') apart from the rest, and a signature so
+    identical blocks are sized once per format."""
+
+    text: tuple[Tensor, ...]
+    static: list[tuple[Tensor, ...]]
+    dynamic: list[tuple[Tensor, ...]]
+    outside: tuple[Tensor, ...]  # token_embd, output, norms, MTP, vision
+    has_output: bool
+    n_attn_v: int
+    static_ids: list[int]  # equal ids = identical block structure
+    dynamic_ids: list[int]
+    v_counts: list[int]
+
+
+def _signature(tensors: list[Tensor]) -> tuple:
+    return tuple((t.name.split(".", 2)[2], t.shape, t.expert) for t in tensors)
+
+
+def _ids(signatures: list[tuple]) -> list[int]:
+    seen: dict[tuple, int] = {}
+    return [seen.setdefault(sig, len(seen)) for sig in signatures]
+
+
+def _is_dynamic(name: str) -> bool:
+    return _is_v(name) or "ffn_down" in name
+
+
+@lru_cache(maxsize=256)
+def _prepare(spec_json: str) -> _Prepared:
+    spec = ModelSpec.model_validate_json(spec_json)
+    tensors = inventory(spec)
+    static: list[list[Tensor]] = [[] for _ in range(spec.n_layers)]
+    dynamic: list[list[Tensor]] = [[] for _ in range(spec.n_layers)]
+    outside = []
+    for t in tensors:
+        if t.layer is None or t.mtp or t.vision:
+            outside.append(t)
+        else:
+            (dynamic if _is_dynamic(t.name) else static)[t.layer].append(t)
+    signatures = [_signature(layer) for layer in static]
+    text = tuple(t for t in tensors if not t.vision and not t.mtp)
+    return _Prepared(text, [tuple(x) for x in static], [tuple(x) for x in dynamic], tuple(outside),
+                     any(t.name == "output.weight" for t in text), sum(1 for t in text if _is_v(t.name)),
+                     _ids(signatures), _ids([_signature(layer) for layer in dynamic]),
+                     [sum(1 for t in layer if _is_v(t.name)) for layer in dynamic])
 
 
 def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatrix: bool | None = None,
                  include_mtp: bool = False) -> WeightBytes:
-    """Bytes per tensor summed per block; vision tower and MTP layers reported apart."""
-    tensors = inventory(spec)
-    types = tensor_types(spec, fmt, imatrix=imatrix) if fmt.kind == "gguf" else {}
+    """Bytes per tensor summed per block; vision tower and MTP layers reported apart.
+
+    Gives exactly the sum over `tensor_types` (tested), but sizes identical blocks once."""
+    prep = _prepare(spec.model_dump_json())
+    gguf = fmt.kind == "gguf"
+    if imatrix is None:
+        imatrix = (fmt.ftype or "").startswith("IQ")
+    st = _MixState(spec, prep.has_output, prep.n_attn_v, imatrix)
+    keep_mxfp4 = spec.prequant is not None and spec.prequant.method == "mxfp4"
+    by_type: dict[str, int] = {}
+
+    def size(t: Tensor) -> tuple[str, int]:
+        if not gguf or t.mtp:
+            return _checkpoint_bytes(t, fmt, spec)
+        if keep_mxfp4 and t.expert and t.quantizable:
+            ty = "MXFP4"
+        elif t.quantizable:
+            ty = gguf_tensor_type(fmt.ftype or "", t, st)
+        else:
+            ty = _source_type(t, spec)
+        return ty, _gguf_bytes(t, table.ggml_types[ty])
+
+    def add(ty: str, n: int, into: dict[str, int]) -> None:
+        into[ty] = into.get(ty, 0) + n
+
     per_layer = [0] * spec.n_layers
     experts = [0] * spec.n_layers
+    blocks: dict[object, tuple[int, int, dict[str, int]]] = {}
+    uses: dict[object, int] = {}
+    n, nv = spec.n_layers, st.n_attn_v
+
+    def block(key: object, tensors: tuple[Tensor, ...]) -> tuple[int, int]:
+        if key not in blocks:
+            total_b = expert_b = 0
+            types: dict[str, int] = {}
+            for t in tensors:
+                ty, b = size(t)
+                total_b += b
+                expert_b += b if t.expert else 0
+                add(ty, b, types)
+            blocks[key] = (total_b, expert_b, types)
+        uses[key] = uses.get(key, 0) + 1
+        return blocks[key][0], blocks[key][1]
+
+    for i in range(n):
+        static_b, static_e = block(prep.static_ids[i], prep.static[i])
+        # attn_v / ffn_down types depend on the layer only through these predicates (see _kquant_type)
+        first_v, count_v = st.i_attn_v, prep.v_counts[i]
+        key = (prep.dynamic_ids[i], i < n // 16, i < n // 8, _more_bits(i, n),
+               tuple((j < 2, j < 4, _more_bits(j, nv)) for j in range(first_v, first_v + count_v)))
+        known = key in blocks
+        dyn_b, dyn_e = block(key, prep.dynamic[i])
+        if known:
+            st.i_attn_v += count_v  # sizing the block would have advanced the attn_v counter
+        per_layer[i], experts[i] = static_b + dyn_b, static_e + dyn_e
+    for key, count in uses.items():
+        for ty, b in blocks[key][2].items():
+            add(ty, b * count, by_type)
     embd = output = mtp = vision = 0
-    by_type: dict[str, int] = {}
-    for t in tensors:
+    for t in prep.outside:
         if t.vision:
             vision += t.n * 2
             continue
-        if fmt.kind == "gguf" and not t.mtp:
-            ty = types[t.name]
-            size = _gguf_bytes(t, table.ggml_types[ty])
-        else:
-            ty, size = _checkpoint_bytes(t, fmt, spec)
+        ty, b = size(t)
         if t.mtp:
-            mtp += size
+            mtp += b
             continue
-        by_type[ty] = by_type.get(ty, 0) + size
+        add(ty, b, by_type)
         if t.name == "token_embd.weight":
-            embd = size
-        elif t.layer is None:
-            output += size
+            embd = b
         else:
-            per_layer[t.layer] += size
-            if t.expert:
-                experts[t.layer] += size
-    if spec.tied_embeddings and fmt.kind != "gguf":
+            output += b
+    if spec.tied_embeddings and not gguf:
         output = 0  # one shared matrix in a checkpoint
     total = embd + output + sum(per_layer) + (mtp if include_mtp else 0)
     return WeightBytes(total=total, token_embd=embd, output=output, per_layer=per_layer,

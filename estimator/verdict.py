@@ -26,6 +26,16 @@ class Verdict(BaseModel):
     reason: str
 
 
+def status_of(required: int, usable: int, error_band: float, min_margin_bytes: int = 0) -> Status:
+    """The rule itself: short -> exceeds; margin inside the error band or the minimum -> tight."""
+    margin = usable - required
+    if margin < 0:
+        return "exceeds"
+    if margin < error_band * required or margin < min_margin_bytes:
+        return "tight"
+    return "fits"
+
+
 def judge(mem: MemoryBreakdown, hw: Hardware, *, error_band: float, min_margin_bytes: int = 0,
           now: bool = False) -> Verdict:
     """now=True judges against what is free right now (device free memory was applied in
@@ -45,15 +55,15 @@ def judge(mem: MemoryBreakdown, hw: Hardware, *, error_band: float, min_margin_b
     utilization = required / usable if usable else float("inf")
     total_required = sum(c[0] for c in candidates)
     total_usable = sum(c[1] for c in candidates)
-    if margin < 0:
-        status, reason = "exceeds", f"{where} needs {_gib(required)} but only {_gib(usable)} is usable"
-    elif margin < error_band * required or margin < min_margin_bytes:
-        status = "tight"
+    status = status_of(required, usable, error_band, min_margin_bytes)
+    if status == "exceeds":
+        reason = f"{where} needs {_gib(required)} but only {_gib(usable)} is usable"
+    elif status == "tight":
         reason = (f"{where} margin {_gib(margin)} is within the estimate's error band "
                   f"({error_band:.0%} of {_gib(required)})" if margin < error_band * required
                   else f"{where} margin {_gib(margin)} is under the required minimum {_gib(min_margin_bytes)}")
     else:
-        status, reason = "fits", f"{where} keeps {_gib(margin)} free"
+        reason = f"{where} keeps {_gib(margin)} free"
     if len(candidates) > 1:
         required, usable = total_required, total_usable
     return Verdict(status=status, margin_bytes=margin, utilization=round(utilization, 4), usable_bytes=usable,

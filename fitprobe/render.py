@@ -67,7 +67,8 @@ def render_plan(o: PlanOutput) -> str:
                      f"{gib(r.total_bytes):>9}  {STATUS[r.status]:<13}{r.weights_source}")
     lines += ["", f"Context scaling at {s.quant} (GiB)", f"  {'context':>9}{'KV':>9}{'total':>9}  fit"]
     for r in o.scaling:
-        lines.append(f"  {ctx_label(r.context):>9}{gib(r.kv_cache_bytes):>9}{gib(r.total_bytes):>9}  {STATUS[r.status]}")
+        flag = "  (beyond the model's maximum)" if r.beyond_model_max else ""
+        lines.append(f"  {ctx_label(r.context):>9}{gib(r.kv_cache_bytes):>9}{gib(r.total_bytes):>9}  {STATUS[r.status]}{flag}")
     if o.notes:
         lines += ["", "Notes:"] + [f"  - {n}" for n in o.notes]
     return "\n".join(lines)

@@ -1,0 +1,122 @@
+"""`fitprobe plan` end to end through the real entry point: output, JSON contract, exit codes."""
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from fitprobe.cli import main
+
+
+def run(*args):
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def test_fits_exit_0_and_human_table():
+    code, out = run("plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090")
+    assert code == 0
+    assert "Verdict: FITS" in out and "Quantization matrix" in out and "Context scaling" in out
+    assert "128K" in out
+
+
+def test_does_not_fit_exit_1():
+    code, out = run("plan", "deepseek-v3", "--gpu", "RTX 3060 12GB")
+    assert code == 1
+    assert "DOES NOT FIT" in out
+
+
+def test_json_contract_fields():
+    code, out = run("plan", "qwen3-30b-a3b", "--gpu", "H100 SXM", "--json", "--ctx", "32768", "--batch", "2")
+    assert code == 0
+    data = json.loads(out)
+    for path in ["model.id", "model.architecture", "model.params_total", "model.params_active", "model.n_layers",
+                 "settings.quant", "settings.context", "settings.kv_cache_dtype", "settings.batch", "settings.engine",
+                 "hardware.name", "hardware.count", "hardware.memory_bytes", "hardware.usable_bytes",
+                 "memory.weights_bytes", "memory.kv_cache_bytes", "memory.buffers_bytes", "memory.total_bytes",
+                 "verdict.status", "verdict.margin_bytes", "verdict.utilization", "schema_version"]:
+        node = data
+        for key in path.split("."):
+            node = node[key]
+        assert node is not None, path
+    m = data["memory"]
+    assert m["total_bytes"] == m["weights_bytes"] + m["kv_cache_bytes"] + m["buffers_bytes"]
+    assert data["settings"]["batch"] == 2 and data["settings"]["context"] == 32768
+    assert len(data["matrix"]) >= 20
+    rows = {r["context"]: r for r in data["scaling"]}
+    assert set(rows) == {4096, 8192, 16384, 32768, 40960, 65536, 131072}  # the six + the model's 40960
+    assert rows[65536]["beyond_model_max"] and not rows[40960]["beyond_model_max"]
+
+
+@pytest.mark.parametrize("args,code,text", [
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4909"], 2, "did you mean: RTX 4090"),
+    (["plan", "lama-3.1-8b-instruct", "--gpu", "RTX 4090"], 3, "did you mean"),
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--ctx", "0"], 2, "--ctx"),
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--ctx", "-5"], 2, "--ctx"),
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--quant", "Q9_Z"], 2, "unknown quantization"),
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--kv-cache", "fp8"], 2, "llama.cpp does not support"),
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--engine", "vllm", "--kv-cache", "q4_0"], 2, "vllm"),
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "M4 Max", "--engine", "vllm"], 2, "Apple"),
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--gpus", "0"], 2, "--gpus"),
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--min-margin", "lots"], 2, "size"),
+])
+def test_bad_input_is_one_line(args, code, text):
+    got, out = run(*args)
+    assert got == code, out
+    assert text in out
+    assert "Traceback" not in out
+    assert len(out.strip().splitlines()) == 1
+
+
+def test_config_json_path_and_directory(tmp_path):
+    from fitprobe.catalogs.models import find_model
+
+    cfg = tmp_path / "mymodel" / "config.json"
+    cfg.parent.mkdir()
+    cfg.write_text(json.dumps(find_model("qwen3-8b").config))
+    for target in (str(cfg), str(cfg.parent)):
+        code, out = run("plan", target, "--gpu", "RTX 4090", "--json")
+        assert code == 0
+        assert json.loads(out)["model"]["architecture"] == "qwen3"
+
+
+@pytest.mark.parametrize("content,text", [
+    ("{not json", "not valid JSON"),
+    ('{"model_type": "llama", "hidden_size": 4096}', "missing"),
+    ('{"model_type": "brand_new_arch", "hidden_size": 8}', "unknown architecture"),
+    ("[1, 2]", "JSON object"),
+])
+def test_malformed_config(tmp_path, content, text):
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    code, out = run("plan", str(path), "--gpu", "RTX 4090")
+    assert code == 3 and text in out and "Traceback" not in out
+
+
+def test_multi_gpu_split_and_cpu_only():
+    code, out = run("plan", "llama-3.1-70b-instruct", "--gpu", "RTX 4090", "--gpus", "4", "--json")
+    data = json.loads(out)
+    assert code == 0 and len(data["memory"]["per_device"]) == 4
+    assert sum(d["layers"] for d in data["memory"]["per_device"]) == 80
+    code, out = run("plan", "qwen3-0.6b", "--gpu", "cpu", "--ram-gib", "16", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["hardware"]["count"] == 0 and data["memory"]["host_weights_bytes"] > 0
+
+
+def test_apple_uses_working_set_not_all_ram():
+    code, out = run("plan", "llama-3.1-8b-instruct", "--gpu", "Mac Studio M3 Ultra 512GB", "--json")
+    data = json.loads(out)
+    assert data["hardware"]["usable_bytes"] < 0.8 * data["hardware"]["memory_bytes"]
+
+
+def test_partial_offload_spills_to_ram():
+    code, out = run("plan", "llama-3.1-70b-instruct", "--gpu", "RTX 4090", "--ngl", "40", "--json")
+    data = json.loads(out)
+    assert data["memory"]["gpu_layers"] == 39 and data["memory"]["host_weights_bytes"] > 10 * 2**30
+
+
+def test_python_m_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "fitprobe", "plan", "qwen3-0.6b", "--gpu", "T4", "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["verdict"]["status"] == "fits"
