@@ -1,0 +1,179 @@
+"""What would make it fit: the smallest change on each axis, ranked.
+
+Axes: KV quantization, a shorter context, a smaller quant, CPU/expert offload (with its speed
+cost), N more GPUs of this kind, a node count for vLLM + Ray. Each is found by sizing with the
+same memory model (`Sizer.size`). Ranking puts changes that keep model and hardware first
+(KV type, then context if at least half of it is kept), then quality (quant), then speed
+(offload), then hardware (more GPUs, more nodes); inside an axis, the smallest change wins.
+"""
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, Field
+
+from .launch.common import (MIN_USEFUL_CONTEXT, LaunchInput, ctx_text, gib, largest_fitting, size,
+                            smallest_fitting)
+
+MAX_EXTRA_GPUS = 64
+MAX_NODES = 16
+
+
+class Fix(BaseModel):
+    axis: str = Field(description="kv_cache | context | quant | offload | gpus | nodes")
+    change: str = Field(description="the change in words")
+    value: str = Field(description="the new value of that setting")
+    status: str = Field(description="verdict with this change: fits | tight")
+    total_bytes: int = Field(description="accelerator memory needed with this change")
+    cost: str = Field(description="what the change costs (quality, context, speed, hardware)")
+    rank: int = 0
+
+
+_ORDER = {"kv_cache": 0, "context": 1, "quant": 2, "offload": 3, "gpus": 4, "nodes": 5}
+
+
+def find_fixes(inp: LaunchInput, *, launch=None) -> list[Fix]:
+    """Fixes for settings that do not fit on `inp.hw`. `launch` (engine -> LaunchPlan) supplies the
+    offload lever already searched by the planners."""
+    st, fmt, engine = inp.settings, inp.fmt, inp.settings.engine
+    fixes: list[Fix] = []
+    kv_types = {"llama.cpp": ["q8_0", "q4_0"], "ollama": ["q8_0", "q4_0"], "vllm": ["fp8"], "sglang": ["fp8"]}.get(engine, [])
+    if st.kv_cache_dtype in ("f16", "bf16", "auto", "f32"):
+        for kv in kv_types:
+            s = size(inp, fmt, st.model_copy(update={"kv_cache_dtype": kv}))
+            if s.ok:
+                fixes.append(Fix(axis="kv_cache", change=f"KV cache {kv}", value=kv, status=s.verdict.status,
+                                 total_bytes=s.mem.total_bytes, cost="small quality loss on long contexts"
+                                 if kv != "q4_0" else "noticeable quality loss on long contexts"))
+                break
+    step = 16 if engine in ("vllm", "sglang") else 256
+    c = largest_fitting(step, st.context - 1, lambda x: size(inp, fmt, st.model_copy(update={"context": x})).ok, step=step)
+    if c:
+        s = size(inp, fmt, st.model_copy(update={"context": c}))
+        fixes.append(Fix(axis="context", change=f"context {ctx_text(c)} instead of {ctx_text(st.context)}", value=str(c),
+                         status=s.verdict.status, total_bytes=s.mem.total_bytes,
+                         cost=f"keeps {c / st.context:.0%} of the context asked"
+                         + (" (under 4K: little room for a prompt)" if c < MIN_USEFUL_CONTEXT else "")))
+    q = _smaller_quant(inp)
+    if q:
+        fixes.append(q)
+    if launch:
+        fixes += _offload_fix(inp, launch)
+    if inp.hw.devices:
+        fixes += _more_gpus(inp)
+    for f in fixes:
+        f.rank = _ORDER[f.axis] + (10 if f.axis == "context" and "keeps" in f.cost and _kept(f) < 0.5 else 0)
+    fixes.sort(key=lambda f: (f.rank, f.total_bytes))
+    for i, f in enumerate(fixes, 1):
+        f.rank = i
+    return fixes
+
+
+def _kept(f: Fix) -> float:
+    try:
+        return float(f.cost.split("keeps ")[1].split("%")[0]) / 100
+    except (IndexError, ValueError):
+        return 1.0
+
+
+def _smaller_quant(inp: LaunchInput) -> Fix | None:
+    """The largest format, smaller than the one asked and loadable by this engine, that fits."""
+    st, engine = inp.settings, inp.settings.engine
+    current = inp.sizer.weights(inp.fmt)[0].total
+    gguf = engine in ("llama.cpp", "ollama", "mlx")
+    best = None
+    for fmt in inp.table.formats:
+        if gguf and fmt.kind == "checkpoint" or (not gguf and fmt.kind == "gguf"):
+            continue
+        w = inp.sizer.weights(fmt)[0].total
+        if w >= current:
+            continue
+        s = size(inp, fmt, st.model_copy(update={"quant": fmt.name}))
+        if s.ok and (best is None or w > best[0]):
+            best = (w, fmt, s)
+    if best is None:
+        return None
+    w, fmt, s = best
+    return Fix(axis="quant", change=f"{fmt.name} instead of {inp.fmt.name}", value=fmt.name, status=s.verdict.status,
+               total_bytes=s.mem.total_bytes, cost=f"weights {gib(w)} instead of {gib(current)}: lower quality")
+
+
+def _offload_fix(inp: LaunchInput, launch) -> list[Fix]:
+    out = []
+    for engine, p in launch.items():
+        if engine != inp.settings.engine or not p.fits:
+            continue
+        if p.cpu_moe_layers:
+            change, value = f"--n-cpu-moe {p.cpu_moe_layers}", str(p.cpu_moe_layers)
+        elif p.gpu_layers is not None and p.gpu_layers < inp.spec.n_layers + 1 and inp.hw.devices:
+            change, value = f"-ngl {p.gpu_layers} (partial offload)", str(p.gpu_layers)
+        elif any(f.flag == "--cpu-offload-gb" for f in p.flags):
+            v = next(f.value for f in p.flags if f.flag == "--cpu-offload-gb")
+            change, value = f"--cpu-offload-gb {v}", v
+        else:
+            continue
+        out.append(Fix(axis="offload", change=change, value=value, status=p.status, total_bytes=p.total_bytes,
+                       cost=f"{gib(p.host_bytes)} in system RAM: every token reads the offloaded part over the "
+                            "memory bus or PCIe, much slower than VRAM" + _speed_cost(inp, p)))
+    return out
+
+
+def _speed_cost(inp: LaunchInput, p) -> str:
+    try:
+        from .speed import estimate_speed
+
+        st = inp.settings.model_copy(update={"gpu_layers": p.gpu_layers, "kv_cache_dtype": p.kv_cache_dtype,
+                                             "context": p.context})
+        fmt = inp.table.find(p.quant) or inp.fmt
+        s = size(inp, fmt, st)
+        sp = estimate_speed(inp.spec, inp.sizer.weights(fmt)[0], st, inp.hw, s.mem, cpu_expert_layers=p.cpu_moe_layers)
+        return f" (about {sp.decode_tps:.1f} tokens/s)"
+    except Exception:  # the speed model is optional here: the memory fix stands without it
+        return ""
+
+
+def _more_gpus(inp: LaunchInput) -> list[Fix]:
+    dev, n, engine = inp.hw.devices[0], len(inp.hw.devices), inp.settings.engine
+    out = []
+
+    def hw_with(k: int):
+        return inp.hw.model_copy(update={"devices": [dev] * k})
+
+    if engine in ("vllm", "sglang"):
+        from .launch.vllm import valid_tp
+
+        per = inp.gpus_per_node
+        counts = [k for k in range(n + 1, per + 1) if valid_tp(inp.spec, k)]
+        k = next((k for k in counts if size(inp, inp.fmt, inp.settings, hw_with(k)).ok), None)
+        if k:
+            s = size(inp, inp.fmt, inp.settings, hw_with(k))
+            out.append(Fix(axis="gpus", change=f"{k}x {dev.name} (tensor parallel {k})", value=str(k),
+                           status=s.verdict.status, total_bytes=s.mem.total_bytes, cost=f"{k - n} more GPU(s)"))
+        elif engine == "vllm":
+            nodes = _nodes_needed(inp, hw_with)
+            if nodes:
+                out.append(Fix(axis="nodes", change=f"{nodes} nodes of {per}x {dev.name} (vLLM + Ray, PP {nodes})",
+                               value=str(nodes), status="fits", total_bytes=0,
+                               cost=f"{nodes * per - n} more GPUs across {nodes} nodes; pipeline stages add latency"))
+        return out
+    k = smallest_fitting(n + 1, n + MAX_EXTRA_GPUS, lambda x: size(inp, inp.fmt, inp.settings, hw_with(x)).ok)
+    if k:
+        s = size(inp, inp.fmt, inp.settings, hw_with(k))
+        nodes = math.ceil(k / inp.gpus_per_node)
+        out.append(Fix(axis="gpus" if nodes == 1 else "nodes", change=f"{k}x {dev.name}" +
+                       (f" over {nodes} nodes (RPC)" if nodes > 1 else ""), value=str(k), status=s.verdict.status,
+                       total_bytes=s.mem.total_bytes, cost=f"{k - n} more GPU(s)"))
+    return out
+
+
+def _nodes_needed(inp: LaunchInput, hw_with) -> int | None:
+    from .launch import vllm
+    from .launch.common import LaunchInput as _LI
+
+    per = inp.gpus_per_node
+    for nodes in range(2, MAX_NODES + 1):
+        sub = _LI(**{**inp.__dict__, "hw": hw_with(nodes * per), "kv_explicit": True})
+        p = vllm.plan(sub)
+        if p.fits and p.context >= inp.settings.context and not any(f.flag == "--cpu-offload-gb" for f in p.flags):
+            return nodes
+    return None

@@ -1,0 +1,212 @@
+"""Shared pieces of the launch planners: the plan model, the fit test and the searches.
+
+Every planner is a pure function of a `LaunchInput` (spec, requested settings, hardware, the
+Sizer that holds the memory model, and what is known about where the weights live) and returns
+a `LaunchPlan` whose flag values were chosen by sizing candidates with `Sizer.size`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pydantic import BaseModel, Field
+
+from ..hardware import Hardware
+from ..memory import MemoryBreakdown
+from ..plan import Sizer
+from ..quant import QuantFormat, QuantTable
+from ..settings import RunSettings
+from ..spec import ModelSpec
+from ..verdict import Verdict, judge
+
+GIB, MIB = 1 << 30, 1 << 20
+# A multi-node split is assumed at 8 accelerators per node (the largest NVLink/HGX board).
+GPUS_PER_NODE = 8
+# llama.cpp --fit never shrinks the context below --fit-ctx (default 4096, FORMULAS §2.4);
+# the planners use the same floor before turning to slower levers (CPU offload).
+MIN_USEFUL_CONTEXT = 4096
+
+
+class Flag(BaseModel):
+    flag: str = Field(description="the option or environment variable exactly as typed")
+    value: str | None = Field(default=None, description="its value; None for a switch")
+    reason: str = Field(description="why the planner set it")
+
+
+class LaunchPlan(BaseModel):
+    """One engine's command, each flag justified, and whether that configuration fits."""
+
+    engine: str
+    command: str = Field(description="pasteable command (setup commands first, one per line)")
+    setup: list[str] = Field(default_factory=list, description="commands to run before (ray start, rpc-server, sysctl)")
+    flags: list[Flag] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict, description="environment variables the command sets")
+    fits: bool
+    status: str = Field(description="fits | tight | exceeds for this configuration")
+    margin_bytes: int
+    total_bytes: int = Field(description="memory this plan needs on the accelerators")
+    host_bytes: int = Field(description="memory this plan needs in system RAM")
+    context: int = Field(description="tokens per sequence this plan serves")
+    quant: str
+    kv_cache_dtype: str
+    gpu_layers: int | None = None
+    cpu_moe_layers: int = 0
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    nodes: int = 1
+    notes: list[str] = Field(default_factory=list)
+
+
+@dataclass
+class LaunchInput:
+    """What every planner reads. `sizer` sizes any (format, settings) on `hw`."""
+
+    spec: ModelSpec
+    fmt: QuantFormat
+    settings: RunSettings
+    hw: Hardware
+    sizer: Sizer
+    table: QuantTable
+    hf_id: str | None = None
+    gguf_repo: str | None = None
+    gguf_path: str | None = None
+    ollama_name: str | None = None
+    kv_explicit: bool = False  # the user chose the KV type: planners keep it
+    gpus_per_node: int = GPUS_PER_NODE
+    now: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def model_ref(self) -> str:
+        return self.hf_id or self.spec.name
+
+
+@dataclass
+class Sized:
+    mem: MemoryBreakdown
+    verdict: Verdict
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.status != "exceeds"
+
+
+def size(inp: LaunchInput, fmt: QuantFormat, st: RunSettings, hw: Hardware | None = None) -> Sized:
+    """Size one candidate; another hardware set gets its own Sizer (same weights cache rules)."""
+    if hw is None or hw is inp.hw:
+        mem, verdict, _ = inp.sizer.size(fmt, st, now=inp.now)
+    else:
+        other = Sizer(inp.spec, inp.table, hw, error_band=inp.sizer.error_band,
+                      min_margin_bytes=inp.sizer.min_margin, known_weights=inp.sizer.known)
+        other._weights = inp.sizer._weights  # weights do not depend on the hardware: share the cache
+        mem, verdict, _ = other.size(fmt, st, now=inp.now)
+    return Sized(mem, verdict)
+
+
+def rejudge(inp: LaunchInput, mem: MemoryBreakdown, hw: Hardware | None = None) -> Verdict:
+    return judge(mem, hw or inp.hw, error_band=inp.sizer.error_band, min_margin_bytes=inp.sizer.min_margin)
+
+
+def largest_fitting(lo: int, hi: int, fits: Callable[[int], bool], step: int = 1) -> int | None:
+    """Largest multiple of `step` in [lo, hi] for which the monotone test holds (binary search)."""
+    a, b = math.ceil(lo / step), hi // step
+    if b < a or not fits(a * step):
+        return None
+    while a < b:
+        mid = (a + b + 1) // 2
+        if fits(mid * step):
+            a = mid
+        else:
+            b = mid - 1
+    return a * step
+
+
+def smallest_fitting(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
+    if hi < lo or not fits(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def gib(n: float) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+def ctx_text(n: int) -> str:
+    return f"{n // 1024}K" if n % 1024 == 0 else f"{n:,}"
+
+
+def shell_join(parts: list[str]) -> str:
+    import shlex
+
+    return " ".join(p if p.startswith("$") else shlex.quote(p) for p in parts)
+
+
+def render(prefix: list[str], flags: list[Flag], env: dict[str, str] | None = None) -> str:
+    """The command line: env assignments, program, then each flag with its value."""
+    parts: list[str] = []
+    for k, v in (env or {}).items():
+        parts.append(f"{k}={v}")
+    parts += prefix
+    for f in flags:
+        if f.flag.startswith("OLLAMA_") or f.flag == "num_ctx":
+            continue  # environment / Modelfile entries, not argv
+        parts.append(f.flag)
+        if f.value is not None:
+            parts.append(f.value)
+    return shell_join(parts)
+
+
+def plan_from(engine: str, inp: LaunchInput, sized: Sized, st: RunSettings, fmt: QuantFormat, *,
+              command: str, flags: list[Flag], setup: list[str] | None = None, env: dict | None = None,
+              notes: list[str] | None = None, **extra) -> LaunchPlan:
+    m, v = sized.mem, sized.verdict
+    full = "\n".join([*(setup or []), command])
+    return LaunchPlan(engine=engine, command=full, setup=setup or [], flags=flags, env=env or {},
+                      fits=v.status != "exceeds", status=v.status, margin_bytes=v.margin_bytes,
+                      total_bytes=m.total_bytes, host_bytes=m.host_total_bytes, context=st.context,
+                      quant=fmt.name, kv_cache_dtype=st.kv_cache_dtype, notes=[*(notes or []), *m.notes], **extra)
+
+
+def engine_format(engine: str, inp: LaunchInput) -> tuple[QuantFormat, str | None]:
+    """The format an engine loads for this request, and a note when it is not the one asked.
+
+    GGUF engines (llama.cpp, Ollama) read GGUF: a checkpoint format maps to the GGUF quant of the
+    same width. vLLM / SGLang read checkpoints: a GGUF quant maps to the checkpoint's own format.
+    """
+    fmt, table = inp.fmt, inp.table
+    if engine in ("llama.cpp", "ollama") and fmt.kind == "checkpoint":
+        name = "Q8_0" if (fmt.bits or 16) >= 8 else "Q4_K_M"
+        other = table.find(name)
+        return other, f"{engine} does not load {fmt.name} checkpoints: sized at the GGUF {name} of the same width"
+    if engine in ("vllm", "sglang") and fmt.kind == "gguf":
+        native = native_checkpoint_format(inp)
+        if native.name == "BF16" and fmt.name not in ("BF16", "F16"):
+            # same width class: 6-8-bit GGUF -> FP8 (quantized on load), 4-5-bit and below -> AWQ int4
+            wide = any(t in fmt.name.upper() for t in ("Q8", "Q6", "Q5"))
+            native = table.find("FP8" if wide else "AWQ") or native
+        return native, f"{engine} serves checkpoints, not GGUF: sized at {native.name}, the nearest width to {fmt.name}"
+    return fmt, None
+
+
+def native_checkpoint_format(inp: LaunchInput) -> QuantFormat:
+    q = inp.spec.prequant
+    name = "BF16"
+    if q is not None:
+        name = {"fp8": "FP8", "awq": "AWQ", "gptq": "GPTQ", "mxfp4": "MXFP4", "bitsandbytes": "NF4"}.get(q.method, name)
+        if q.method == "compressed-tensors":
+            name = "FP8" if q.bits == 8 else "GPTQ"
+        if q.method == "modelopt":
+            name = "NVFP4" if q.fmt and "fp4" in q.fmt.lower() else "FP8"
+    return inp.table.find(name) or inp.table.find("BF16")
+
+
+def kv_ladder(engine: str) -> list[str]:
+    """Cache types to try when KV pressure decides fit, least lossy first."""
+    return {"llama.cpp": ["q8_0"], "ollama": ["q8_0"], "vllm": ["fp8"], "sglang": ["fp8"]}.get(engine, [])

@@ -1,0 +1,223 @@
+"""llama-server: context, GPU layers, MoE expert offload, KV type, split, chosen so the plan fits.
+
+Order of levers (each tried only when the previous configuration does not fit): everything on
+the GPUs at the context asked; a q8_0 KV cache when the cache is what tips it over; for MoE the
+routed experts of the first N blocks in system RAM (`--n-cpu-moe N`) or plain partial offload
+(`-ngl`), whichever reads fewer bytes from RAM per token; last, a shorter context.
+Flag semantics: common/arg.cpp (`-ngl` counts the output layer; `--n-cpu-moe N` overrides the
+expert tensors of blocks 0..N-1 to the CPU buffer), FORMULAS.md §2.1, §2.5, §2.6.
+"""
+from __future__ import annotations
+
+import math
+
+from ..memory import MemoryBreakdown
+from ..quant import WeightBytes
+from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, ctx_text, engine_format,
+                     gib, largest_fitting, plan_from, rejudge, render, size, smallest_fitting)
+
+PAD = 256  # llama.cpp pads the context to 256 cells
+RPC_PORT = 50052  # rpc-server's default endpoint port (tools/rpc/README.md)
+
+
+def moe_offload(mem: MemoryBreakdown, w: WeightBytes, n_cpu: int) -> MemoryBreakdown:
+    """The breakdown with the routed experts of blocks 0..n_cpu-1 moved from their device to RAM."""
+    n = mem.n_layers
+    first = n - mem.gpu_layers
+    devices = [d.model_copy() for d in mem.per_device]
+    moved_total = 0
+    start = first
+    for d in devices:
+        moved = sum(w.experts_per_layer[i] for i in range(start, start + d.layers) if i < n_cpu)
+        d.weights_bytes -= moved
+        d.total_bytes -= moved
+        moved_total += moved
+        start += d.layers
+    weights = sum(d.weights_bytes for d in devices)
+    return mem.model_copy(update={
+        "per_device": devices, "weights_bytes": weights, "total_bytes": mem.total_bytes - moved_total,
+        "host_weights_bytes": mem.host_weights_bytes + moved_total})
+
+
+def cpu_read_per_token(inp: LaunchInput, w: WeightBytes, *, ngl: int | None, n_cpu_moe: int) -> float:
+    """Bytes decode reads from system RAM per token (routed experts count k/E), to compare levers."""
+    spec, n = inp.spec, inp.spec.n_layers
+    share = spec.moe.n_experts_used / spec.moe.n_experts if spec.moe else 1.0
+    gpu_blocks = n if ngl is None else max(0, min(ngl, n + 1) - 1)
+    total = 0.0
+    for i in range(n):
+        experts = w.experts_per_layer[i] if w.experts_per_layer else 0
+        if i < n - gpu_blocks:
+            total += (w.per_layer[i] - experts) + experts * share
+        elif i < n_cpu_moe:
+            total += experts * share
+    return total
+
+
+def plan(inp: LaunchInput) -> LaunchPlan:
+    engine = "llama.cpp"
+    fmt, fmt_note = engine_format(engine, inp)
+    spec, hw, n = inp.spec, inp.hw, inp.spec.n_layers
+    kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("f16", "bf16", "f32", "q8_0", "q4_0") else "f16"
+    base = inp.settings.model_copy(update={"engine": engine, "quant": fmt.name, "flash_attention": True,
+                                           "gpu_layers": None if hw.devices else 0, "kv_cache_dtype": kv})
+    w, _ = inp.sizer.weights(fmt)
+    notes = [fmt_note] if fmt_note else []
+    reasons: dict[str, str] = {}
+    st, sized, cpu_moe = base, size(inp, fmt, base), 0
+    if not sized.ok and not inp.kv_explicit and kv in ("f16", "bf16"):
+        q8 = base.model_copy(update={"kv_cache_dtype": "q8_0"})
+        s8 = size(inp, fmt, q8)
+        if s8.ok:
+            reasons["kv"] = (f"KV pressure decides fit: the {kv} cache ({gib(sized.mem.kv.total)}) does not fit beside "
+                             f"the weights; at q8_0 it is {gib(s8.mem.kv.total)} and the plan fits")
+            st, sized = q8, s8
+    if not sized.ok and hw.devices:
+        st, sized, cpu_moe = _offload(inp, fmt, base, w, reasons)
+    if not sized.ok:
+        st, sized = _shorter_context(inp, fmt, st, sized, reasons, notes)
+    return _build(inp, fmt, st, sized, cpu_moe, reasons, notes, w)
+
+
+def _offload(inp, fmt, base, w, reasons):
+    """Best of MoE expert offload and plain partial offload at the context asked."""
+    n = inp.spec.n_layers
+    options = []
+    if inp.spec.moe and any(w.experts_per_layer):
+        full = size(inp, fmt, base)
+
+        def moe_fits(k: int) -> bool:
+            return rejudge(inp, moe_offload(full.mem, w, k)).status != "exceeds"
+
+        k = smallest_fitting(1, n, moe_fits)
+        if k is not None:
+            mem = moe_offload(full.mem, w, k)
+            options.append((cpu_read_per_token(inp, w, ngl=None, n_cpu_moe=k), "moe", k,
+                            base, Sized(mem, rejudge(inp, mem))))
+
+    def ngl_fits(g: int) -> bool:
+        return size(inp, fmt, base.model_copy(update={"gpu_layers": g})).ok
+
+    g = largest_fitting(0, n, ngl_fits)
+    if g is not None:
+        st = base.model_copy(update={"gpu_layers": g})
+        options.append((cpu_read_per_token(inp, w, ngl=g, n_cpu_moe=0), "ngl", g, st, size(inp, fmt, st)))
+    if not options:
+        return base, size(inp, fmt, base), 0
+    options.sort(key=lambda o: o[0])
+    read, kind, value, st, sized = options[0]
+    other = options[1] if len(options) > 1 else None
+    if kind == "moe":
+        reasons["moe"] = (f"the model does not fit on the GPUs; keeping the routed experts of the first {value} of {n} "
+                          f"blocks in RAM ({gib(sized.mem.host_weights_bytes)} host weights) leaves attention, shared "
+                          f"weights and KV on the GPU and reads ~{gib(read)} from RAM per token"
+                          + (f" vs ~{gib(other[0])} with plain partial offload (-ngl {other[2]})" if other else ""))
+        return st, sized, value
+    reasons["ngl"] = (f"the model does not fit on the GPUs: {max(0, value - 1)} of {n} blocks"
+                      f"{' + output layer' if value >= 1 else ''} fit; the rest run from RAM (~{gib(read)} read "
+                      f"per token on the CPU: slow)"
+                      + (f"; expert offload would read ~{gib(other[0])}" if other else ""))
+    return st, sized, 0
+
+
+def _shorter_context(inp, fmt, st, sized, reasons, notes):
+    asked = st.context
+
+    def fits(c: int) -> bool:
+        return size(inp, fmt, st.model_copy(update={"context": c})).ok
+
+    c = largest_fitting(PAD, asked, fits, step=PAD)
+    if c is None:
+        notes.append("does not fit at any context: see the fixes")
+        return st, sized
+    if c < MIN_USEFUL_CONTEXT <= asked:
+        notes.append(f"only {c} tokens fit, under the {MIN_USEFUL_CONTEXT}-token floor llama.cpp's own fitter uses")
+    reasons["ctx"] = f"{ctx_text(asked)} does not fit; {ctx_text(c)} is the largest context (multiple of {PAD}) that does"
+    st = st.model_copy(update={"context": c})
+    return st, size(inp, fmt, st)
+
+
+def model_args(inp: LaunchInput, fmt) -> tuple[list[Flag], list[str]]:
+    if inp.gguf_path:
+        return [Flag(flag="-m", value=inp.gguf_path, reason="the local GGUF file that was sized")], []
+    if inp.gguf_repo:
+        return [Flag(flag="-hf", value=f"{inp.gguf_repo}:{fmt.name}",
+                     reason=f"downloads the {fmt.name} GGUF from the Hub repo")], []
+    name = f"{inp.spec.name}-{fmt.name}.gguf"
+    return ([Flag(flag="-m", value=name, reason=f"a {fmt.name} GGUF of {inp.model_ref}")],
+            [f"no GGUF repo is known for {inp.model_ref}: convert with convert_hf_to_gguf.py and "
+             f"llama-quantize, or find one on the Hub, and pass its path to -m"])
+
+
+def _build(inp, fmt, st, sized, cpu_moe, reasons, notes, w) -> LaunchPlan:
+    spec, hw, n = inp.spec, inp.hw, inp.spec.n_layers
+    flags, more = model_args(inp, fmt)
+    notes = notes + more
+    B = st.batch
+    ctx_reason = reasons.get("ctx", f"{ctx_text(st.context)} tokens per sequence as asked")
+    if B > 1:
+        ctx_reason += f"; llama-server's -c is the total over {B} slots ({B} x {st.context})"
+    flags.append(Flag(flag="--ctx-size", value=str(st.context * B), reason=ctx_reason))
+    flags.append(Flag(flag="--parallel", value=str(B),
+                      reason=f"{B} concurrent sequence{'s' if B > 1 else ''}; set explicitly because llama-server's "
+                             f"default (-1 = auto) splits the context into several slots"))
+    nodes = 1
+    if hw.devices:
+        ngl = n + 1 if st.gpu_layers is None else st.gpu_layers
+        flags.append(Flag(flag="-ngl", value=str(ngl), reason=reasons.get(
+            "ngl", f"all {n} blocks + the output layer on the GPU{'s' if len(hw.devices) > 1 else ''} (-ngl counts the output layer)")))
+        if cpu_moe:
+            flags.append(Flag(flag="--n-cpu-moe", value=str(cpu_moe), reason=reasons["moe"]))
+        if len(hw.devices) > 1 and ngl > 0:
+            usable = [d.usable_bytes for d in sized.mem.per_device]
+            unit = min(usable) or 1
+            split = ",".join(str(round(u / unit, 2)).rstrip("0").rstrip(".") for u in usable)
+            flags.append(Flag(flag="--tensor-split", value=split,
+                              reason="layers split in proportion to each device's usable memory, the split the estimate assumed"))
+        nodes = math.ceil(len(hw.devices) / inp.gpus_per_node)
+    else:
+        flags.append(Flag(flag="-ngl", value="0", reason="no GPU: every layer runs on the CPU"))
+    flags.append(Flag(flag="-fa", value="on", reason=(
+        "flash attention: needed for a quantized V cache, and keeps the compute buffer from growing with the context"
+        if st.kv_cache_dtype in ("q8_0", "q4_0") else
+        "flash attention keeps the compute buffer small (no F32 score matrix over the whole cache)")))
+    if st.kv_cache_dtype != "f16":
+        why = reasons.get("kv", f"{st.kv_cache_dtype} KV cache as asked")
+        flags.append(Flag(flag="-ctk", value=st.kv_cache_dtype, reason=why))
+        flags.append(Flag(flag="-ctv", value=st.kv_cache_dtype, reason=why))
+    if st.ubatch != 512:
+        flags.append(Flag(flag="-ub", value=str(st.ubatch), reason="micro-batch the compute buffer was sized for"))
+        if st.ubatch > 2048:
+            flags.append(Flag(flag="-b", value=str(st.ubatch), reason="the logical batch must be at least the micro-batch"))
+    flags += _ram_advice(inp, sized)
+    setup: list[str] = []
+    if nodes > 1:
+        hosts = [f"node{i}:{RPC_PORT}" for i in range(1, nodes)]
+        setup = [f"rpc-server -H 0.0.0.0 -p {RPC_PORT}  # on node{i}" for i in range(1, nodes)]
+        flags.append(Flag(flag="--rpc", value=",".join(hosts),
+                          reason=f"{len(hw.devices)} GPUs span {nodes} nodes of {inp.gpus_per_node}: the other nodes' "
+                                 f"GPUs join through rpc-server (RPC backend; insecure, trusted network only)"))
+        notes.append("replace node1.. with the other hosts' addresses")
+    command = render(["llama-server"], flags)
+    gl = (n + 1 if st.gpu_layers is None else st.gpu_layers) if hw.devices else 0
+    return plan_from("llama.cpp", inp, sized, st, fmt, command=command, flags=flags, setup=setup, notes=notes,
+                     gpu_layers=gl, cpu_moe_layers=cpu_moe, nodes=nodes)
+
+
+def _ram_advice(inp: LaunchInput, sized: Sized) -> list[Flag]:
+    """--mlock when offloaded weights nearly fill RAM; --no-mmap when the file is bigger than RAM."""
+    hw, m = inp.hw, sized.mem
+    if not hw.system_ram_bytes:
+        return []
+    ram = hw.ram_available_bytes if hw.ram_available_bytes is not None else hw.system_ram_bytes
+    offloaded = m.host_weights_bytes > (m.model_file_bytes * 0.05)
+    if offloaded and m.host_total_bytes > 0.75 * ram:
+        return [Flag(flag="--mlock", reason=f"{gib(m.host_weights_bytes)} of weights run from RAM and fill "
+                                            f"{m.host_total_bytes / ram:.0%} of it: locking keeps them from being paged out")]
+    if not offloaded and m.model_file_bytes > ram:
+        return [Flag(flag="--no-mmap", reason=f"the GGUF ({gib(m.model_file_bytes)}) is larger than RAM ({gib(ram)}); "
+                                              "without mmap it is read into the GPUs rather than mapped through the page cache")]
+    return []
+
+
+__all__ = ["plan", "moe_offload", "cpu_read_per_token", "GIB"]

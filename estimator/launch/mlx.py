@@ -1,0 +1,65 @@
+"""MLX on Apple silicon: `mlx_lm.server`, a quantized conversion, and the Metal wired limit.
+
+mlx-lm loads Hugging Face checkpoints and quantizes with `mlx_lm.convert -q --q-bits B`
+(mlx_lm/convert.py); the server takes --model, --decode-concurrency and --prompt-cache-bytes
+(mlx_lm/server.py). Unified memory is capped by the Metal working-set limit; when that cap, not
+physical memory, is what blocks the fit, `sudo sysctl iogpu.wired_limit_mb=N` raises it
+(FORMULAS.md §2.6).
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from .common import MIB, Flag, LaunchInput, LaunchPlan, Sized, gib, plan_from, rejudge, shell_join, size
+
+
+def mlx_bits(fmt_name: str) -> int | None:
+    """MLX quantizes to 2-8 bits: the GGUF quant's nominal width, None for 16-bit."""
+    if fmt_name.upper() in ("BF16", "F16", "FP16"):
+        return None
+    if fmt_name.upper().startswith("MXFP4") or fmt_name.upper() in ("NVFP4", "AWQ", "GPTQ", "NF4"):
+        return 4
+    if fmt_name.upper() == "FP8":
+        return 8
+    m = re.search(r"Q(\d)", fmt_name.upper())
+    return int(m.group(1)) if m else 4
+
+
+def plan(inp: LaunchInput) -> LaunchPlan:
+    engine = "mlx"
+    fmt = inp.fmt
+    notes: list[str] = []
+    kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("f16", "bf16") else "f16"
+    st = inp.settings.model_copy(update={"engine": engine, "kv_cache_dtype": kv, "gpu_layers": None})
+    sized = size(inp, fmt, st)
+    setup: list[str] = []
+    bits = mlx_bits(fmt.name)
+    model = inp.model_ref
+    flags: list[Flag] = []
+    if bits is not None:
+        out = f"./{inp.spec.name}-{bits}bit"
+        setup.append(shell_join(["mlx_lm.convert", "--hf-path", model, "-q", "--q-bits", str(bits), "--mlx-path", out]))
+        notes.append(f"sized at {fmt.name}; MLX {bits}-bit (group 64) is close to it in size")
+        model = out
+    flags.append(Flag(flag="--model", value=model, reason="the MLX weights to serve" +
+                      (f" ({bits}-bit conversion above)" if bits else " (16-bit checkpoint)")))
+    flags.append(Flag(flag="--decode-concurrency", value=str(st.batch),
+                      reason=f"{st.batch} concurrent sequence{'s' if st.batch > 1 else ''}, as sized"))
+    flags.append(Flag(flag="--prompt-cache-bytes", value=str(sized.mem.kv_cache_bytes),
+                      reason=f"caps the KV caches at the {gib(sized.mem.kv_cache_bytes)} the plan reserved"))
+    dev = inp.hw.devices[0] if inp.hw.devices else None
+    if not sized.ok and dev is not None and dev.usable_cap_bytes:
+        raised = inp.hw.model_copy(update={"devices": [d.model_copy(update={"usable_cap_bytes": None})
+                                                       for d in inp.hw.devices]})
+        s2 = size(inp, fmt, st, raised)
+        if s2.ok:
+            need = s2.mem.per_device[0].total_bytes * (1 + inp.sizer.error_band)
+            limit_mb = min(math.ceil(need / MIB / 1024) * 1024, int(dev.memory_bytes * inp.hw.usable_fraction / MIB))
+            setup.insert(0, f"sudo sysctl iogpu.wired_limit_mb={limit_mb}")
+            notes.append(f"the Metal working-set limit ({gib(dev.usable_cap_bytes)}) blocks the fit, not memory: "
+                         f"raising it to {limit_mb} MiB (needed + the estimate's error band) lets the plan fit; "
+                         "the setting resets at reboot")
+            sized = Sized(s2.mem, rejudge(inp, s2.mem, raised))
+    command = shell_join(["mlx_lm.server"] + [p for f in flags for p in (f.flag, f.value) if p is not None])
+    return plan_from(engine, inp, sized, st, fmt, command=command, flags=flags, setup=setup, notes=notes)

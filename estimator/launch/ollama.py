@@ -1,0 +1,65 @@
+"""Ollama: server environment (context, parallel, flash attention, KV type) and the model to run.
+
+Ollama runs llama.cpp and picks the GPU layers itself, so the plan sets what it cannot guess:
+OLLAMA_CONTEXT_LENGTH / num_ctx (Ollama's default context is small: 4096, or tiered by VRAM),
+OLLAMA_NUM_PARALLEL (total context = num_ctx x parallel), OLLAMA_FLASH_ATTENTION (required for a
+quantized KV cache) and OLLAMA_KV_CACHE_TYPE=q8_0 when the cache decides fit (FORMULAS.md §3.6;
+envconfig/config.go). Partial offload is reported as the layer count Ollama will land near.
+"""
+from __future__ import annotations
+
+from .common import Flag, LaunchInput, LaunchPlan, ctx_text, engine_format, gib, largest_fitting, plan_from, size, shell_join
+
+
+def plan(inp: LaunchInput) -> LaunchPlan:
+    engine = "ollama"
+    fmt, fmt_note = engine_format(engine, inp)
+    notes = [fmt_note] if fmt_note else []
+    kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("f16", "q8_0", "q4_0") else "f16"
+    base = inp.settings.model_copy(update={"engine": engine, "quant": fmt.name, "flash_attention": True,
+                                           "kv_cache_dtype": kv, "gpu_layers": None if inp.hw.devices else 0})
+    st, sized = base, size(inp, fmt, base)
+    kv_reason = None
+    if not sized.ok and not inp.kv_explicit and kv == "f16":
+        q8 = base.model_copy(update={"kv_cache_dtype": "q8_0"})
+        s8 = size(inp, fmt, q8)
+        if s8.ok:
+            kv_reason = (f"KV pressure decides fit: the f16 cache ({gib(sized.mem.kv.total)}) does not fit beside the "
+                         f"weights; q8_0 ({gib(s8.mem.kv.total)}) does")
+            st, sized = q8, s8
+    n = inp.spec.n_layers
+    if not sized.ok and inp.hw.devices:
+        g = largest_fitting(0, n, lambda x: size(inp, fmt, st.model_copy(update={"gpu_layers": x})).ok)
+        if g is not None:
+            st = st.model_copy(update={"gpu_layers": g})
+            sized = size(inp, fmt, st)
+            notes.append(f"does not fit on the GPU: Ollama offloads layers itself; about {g} of {n + 1} layers fit "
+                         f"(the rest run on the CPU: slow)")
+    B = st.batch
+    env = {"OLLAMA_CONTEXT_LENGTH": str(st.context), "OLLAMA_NUM_PARALLEL": str(B), "OLLAMA_FLASH_ATTENTION": "1"}
+    flags = [
+        Flag(flag="OLLAMA_CONTEXT_LENGTH", value=str(st.context),
+             reason=f"{ctx_text(st.context)} per sequence as asked; Ollama's default is much smaller"),
+        Flag(flag="num_ctx", value=str(st.context),
+             reason="the same per model: PARAMETER num_ctx in a Modelfile, or options.num_ctx in an API call"),
+        Flag(flag="OLLAMA_NUM_PARALLEL", value=str(B),
+             reason=f"{B} concurrent sequence{'s' if B > 1 else ''}; the cache holds num_ctx x {B} tokens"),
+        Flag(flag="OLLAMA_FLASH_ATTENTION", value="1",
+             reason="flash attention: needed for a quantized KV cache and keeps the compute buffer small"),
+    ]
+    if st.kv_cache_dtype != "f16":
+        env["OLLAMA_KV_CACHE_TYPE"] = st.kv_cache_dtype
+        flags.append(Flag(flag="OLLAMA_KV_CACHE_TYPE", value=st.kv_cache_dtype,
+                          reason=kv_reason or f"{st.kv_cache_dtype} KV cache as asked"))
+    name = inp.ollama_name
+    if not name and inp.gguf_repo and fmt.kind == "gguf":
+        name = f"hf.co/{inp.gguf_repo}:{fmt.name}"
+    if not name:
+        name = f"<{inp.spec.name}-{fmt.name}>"
+        notes.append(f"no Ollama library name or GGUF repo is known for {inp.model_ref}: create one from a "
+                     f"{fmt.name} GGUF with a Modelfile (FROM ./file.gguf) and `ollama create`")
+    serve = shell_join([f"{k}={v}" for k, v in env.items()] + ["ollama", "serve"])
+    setup = [f"{serve} &"]
+    command = shell_join(["ollama", "run", name])
+    return plan_from(engine, inp, sized, st, fmt, command=command, flags=flags, setup=setup, env=env, notes=notes,
+                     gpu_layers=st.gpu_layers)

@@ -1,0 +1,251 @@
+"""vllm serve: tensor/pipeline parallel sizes, max-model-len, KV dtype, quantization, offload.
+
+TP validity follows vLLM's own checks: ModelConfig.verify_with_parallel_config raises unless the
+attention head count divides by TP, and QKVParallelLinear divides the KV heads by TP (or, when
+TP >= KV heads, TP by the KV heads: each KV head replicated on TP/KV ranks). Models too big for
+one node run TP inside a node and PP across nodes on Ray (FORMULAS.md §3.4). Levers, in order:
+as asked; fp8 KV when the cache decides fit; the largest max-model-len the KV budget holds (not
+below 4096); `--cpu-offload-gb` last (weights streamed over PCIe every step: slow).
+"""
+from __future__ import annotations
+
+import math
+
+from ..hardware import Hardware
+from ..memory import MemoryBreakdown
+from ..spec import ModelSpec
+from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, ctx_text, engine_format, gib,
+                     largest_fitting, plan_from, rejudge, render, size, smallest_fitting)
+
+BLOCK = 16  # vLLM's default KV block on CUDA
+RAY_PORT = 6379
+
+
+def valid_tp(spec: ModelSpec, tp: int) -> bool:
+    """vLLM accepts this tensor-parallel size for the model's attention heads."""
+    if tp < 1 or spec.n_heads % tp:
+        return False
+    if spec.mla is not None:
+        return True  # MLA: one latent per rank, no KV-head split
+    kv = spec.n_kv_heads
+    return tp % kv == 0 if tp >= kv else kv % tp == 0
+
+
+def pick_tp(spec: ModelSpec, limit: int) -> int:
+    return max(t for t in range(1, max(1, limit) + 1) if valid_tp(spec, t))
+
+
+def layout(inp: LaunchInput, *, across_nodes_tp: bool = False) -> tuple[int, int, int]:
+    """(tp, pp, nodes): TP within a node, PP over nodes (or, for SGLang, TP across nodes)."""
+    n, per = len(inp.hw.devices), inp.gpus_per_node
+    if n <= per:
+        return pick_tp(inp.spec, n), 1, 1
+    nodes = n // per
+    if across_nodes_tp and valid_tp(inp.spec, nodes * per):
+        return nodes * per, 1, nodes
+    return pick_tp(inp.spec, per), nodes, nodes
+
+
+def sub_hardware(hw: Hardware, count: int) -> Hardware:
+    return hw.model_copy(update={"devices": hw.devices[:count]})
+
+
+def pp_adjust(mem: MemoryBreakdown, pp: int) -> MemoryBreakdown:
+    """Each pipeline stage holds 1/pp of the layers: weights and KV per GPU divide by pp."""
+    if pp <= 1:
+        return mem
+    devices = []
+    for d in mem.per_device:
+        w, kv = d.weights_bytes // pp, d.kv_cache_bytes // pp
+        devices.append(d.model_copy(update={"weights_bytes": w, "kv_cache_bytes": kv,
+                                            "total_bytes": w + kv + d.buffers_bytes}))
+    w = sum(d.weights_bytes for d in devices)
+    kv = sum(d.kv_cache_bytes for d in devices)
+    return mem.model_copy(update={"per_device": devices, "weights_bytes": w, "kv_cache_bytes": kv,
+                                  "total_bytes": w + kv + mem.buffers_bytes})
+
+
+def offload_adjust(mem: MemoryBreakdown, per_gpu: int) -> MemoryBreakdown:
+    """--cpu-offload-gb: that many bytes of weights per GPU live in pinned system RAM."""
+    devices = [d.model_copy(update={"weights_bytes": d.weights_bytes - per_gpu, "total_bytes": d.total_bytes - per_gpu})
+               for d in mem.per_device]
+    moved = per_gpu * len(devices)
+    return mem.model_copy(update={"per_device": devices, "weights_bytes": mem.weights_bytes - moved,
+                                  "total_bytes": mem.total_bytes - moved,
+                                  "host_weights_bytes": mem.host_weights_bytes + moved})
+
+
+QUANT_NAMES = {"fp8": "fp8", "awq": "awq", "gptq": "gptq", "compressed-tensors": "compressed-tensors",
+               "mxfp4": "mxfp4", "bitsandbytes": "bitsandbytes"}
+
+
+def quantization_flag(inp: LaunchInput, fmt) -> tuple[Flag | None, str | None]:
+    """--quantization matching the checkpoint's quantization_config, or the online method."""
+    q = inp.spec.prequant
+    if q is not None and fmt.kind == "checkpoint" or (q is not None and fmt.name == "MXFP4"):
+        name = QUANT_NAMES.get(q.method)
+        if q.method == "modelopt":
+            name = "modelopt_fp4" if q.fmt and "fp4" in q.fmt.lower() else "modelopt"
+        if name:
+            return Flag(flag="--quantization", value=name,
+                        reason=f"matches the checkpoint's quantization_config (quant_method {q.method})"), None
+        return None, None
+    if fmt.name == "FP8":
+        return Flag(flag="--quantization", value="fp8",
+                    reason="FP8 weights quantized on load from the 16-bit checkpoint (dynamic per-tensor scales)"), None
+    if fmt.name == "NF4":
+        return Flag(flag="--quantization", value="bitsandbytes",
+                    reason="4-bit NF4 quantized on load by bitsandbytes"), None
+    method = {"AWQ": "awq", "GPTQ": "gptq", "NVFP4": "modelopt_fp4"}.get(fmt.name)
+    if method:
+        return (Flag(flag="--quantization", value=method, reason=f"{fmt.name} weights"),
+                f"{fmt.name} needs a pre-quantized {fmt.name} checkpoint of {inp.model_ref}: pass its repo id as the model")
+    return None, None
+
+
+def plan(inp: LaunchInput, engine: str = "vllm") -> LaunchPlan:
+    fmt, fmt_note = engine_format(engine, inp)
+    notes = [fmt_note] if fmt_note else []
+    kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("auto", "f16", "bf16", "fp8") else "auto"
+    base = inp.settings.model_copy(update={"engine": engine, "quant": fmt.name, "kv_cache_dtype": kv, "gpu_layers": None})
+    if not inp.hw.devices:
+        sized = size(inp, fmt, base)
+        notes.append(f"{engine} needs GPUs: no plan for CPU-only hardware")
+        return plan_from(engine, inp, Sized(sized.mem, sized.verdict.model_copy(update={"status": "exceeds"})), base, fmt,
+                         command="", flags=[], notes=notes)
+    tp, pp, nodes = layout(inp, across_nodes_tp=engine == "sglang")
+    used = tp * pp
+    if used < len(inp.hw.devices):
+        notes.append(f"uses {used} of {len(inp.hw.devices)} GPUs: {inp.spec.n_heads} attention heads / "
+                     f"{inp.spec.n_kv_heads} KV heads allow TP {tp}")
+    hw = sub_hardware(inp.hw, tp)
+
+    def sz(st) -> Sized:
+        s = size(inp, fmt, st, hw)
+        if pp > 1:
+            mem = pp_adjust(s.mem, pp)
+            return Sized(mem, rejudge(inp, mem, hw))
+        return s
+
+    reasons: dict[str, str] = {}
+    st, sized, offload = base, sz(base), 0
+    fp8 = base.model_copy(update={"kv_cache_dtype": "fp8"})
+    if not sized.ok and not inp.kv_explicit:
+        s8 = sz(fp8)
+        if s8.ok:
+            reasons["kv"] = (f"KV pressure decides fit: at {ctx_text(base.context)} the 16-bit cache "
+                             f"({gib(sized.mem.kv_cache_bytes)}) does not fit the budget; fp8 ({gib(s8.mem.kv_cache_bytes)}) does")
+            st, sized = fp8, s8
+    if not sized.ok:
+        floor = min(MIN_USEFUL_CONTEXT, base.context)
+        best = None
+        for cand in ([base] + ([fp8] if not inp.kv_explicit else [])):
+            c = largest_fitting(floor, cand.context, lambda x, c0=cand: sz(c0.model_copy(update={"context": x})).ok, step=BLOCK)
+            if c is not None and (best is None or c > best[0]):
+                best = (c, cand)
+        if best:
+            c, cand = best
+            st = cand.model_copy(update={"context": c})
+            sized = sz(st)
+            reasons["ctx"] = (f"{ctx_text(base.context)} does not fit the KV budget; {ctx_text(c)} is the largest "
+                              f"max-model-len (multiple of {BLOCK}) that does")
+            if cand.kv_cache_dtype == "fp8":
+                reasons["kv"] = "fp8 KV: the 16-bit cache fits a shorter context than fp8 does"
+    if not sized.ok and engine == "vllm":
+        st = fp8 if not inp.kv_explicit else base
+        full = sz(st)
+        per_gpu_w = full.mem.per_device[0].weights_bytes if full.mem.per_device else 0
+
+        def off_fits(g: int) -> bool:
+            mem = offload_adjust(full.mem, g * GIB)
+            return rejudge(inp, mem, hw).status != "exceeds"
+
+        g = smallest_fitting(1, max(1, per_gpu_w // GIB), off_fits)
+        if g is not None:
+            mem = offload_adjust(full.mem, g * GIB)
+            sized, offload = Sized(mem, rejudge(inp, mem, hw)), g
+            reasons.pop("ctx", None)
+            if st.kv_cache_dtype == "fp8":
+                reasons["kv"] = "fp8 KV: halves the cache, so fewer weights have to be offloaded"
+            reasons["offload"] = (f"last resort: even {ctx_text(min(MIN_USEFUL_CONTEXT, base.context))} does not fit; "
+                                  f"{g} GiB of weights per GPU stay in pinned RAM and cross PCIe every step (slow)")
+        else:
+            st, sized = base, sz(base)
+    return _build(inp, engine, fmt, st, sized, tp, pp, nodes, offload, reasons, notes)
+
+
+def _build(inp, engine, fmt, st, sized, tp, pp, nodes, offload, reasons, notes) -> LaunchPlan:
+    spec = inp.spec
+    flags: list[Flag] = []
+    world = tp * pp
+    tp_reason = (f"largest size ≤ {min(len(inp.hw.devices), inp.gpus_per_node)} GPUs per node that divides the "
+                 f"{spec.n_heads} attention heads" + ("" if spec.mla else f" and fits the {spec.n_kv_heads} KV heads"))
+    if engine == "vllm":
+        flags.append(Flag(flag="--tensor-parallel-size", value=str(tp), reason=tp_reason))
+        if pp > 1:
+            flags.append(Flag(flag="--pipeline-parallel-size", value=str(pp),
+                              reason=f"{len(inp.hw.devices)} GPUs span {nodes} nodes of {inp.gpus_per_node}: TP inside "
+                                     f"a node, each node one pipeline stage holding 1/{pp} of the layers"))
+            flags.append(Flag(flag="--distributed-executor-backend", value="ray",
+                              reason="multi-node vLLM runs its workers on a Ray cluster"))
+        flags.append(Flag(flag="--max-model-len", value=str(st.context),
+                          reason=reasons.get("ctx", f"{ctx_text(st.context)} as asked" + ("; fits the KV budget" if sized.ok else
+                                                                                        "; does not fit (see the fixes)"))))
+        flags.append(Flag(flag="--gpu-memory-utilization", value=f"{st.gpu_memory_utilization:g}",
+                          reason="vLLM's share of each GPU: weights, activations and the KV budget live inside it; "
+                                 "CUDA graphs use the rest"))
+        if st.kv_cache_dtype == "fp8":
+            flags.append(Flag(flag="--kv-cache-dtype", value="fp8", reason=reasons.get("kv", "fp8 KV cache as asked")))
+        flags.append(Flag(flag="--max-num-seqs", value=str(st.batch),
+                          reason=f"{st.batch} concurrent sequence{'s' if st.batch > 1 else ''}: the KV budget was sized for "
+                                 f"{st.batch} x {ctx_text(st.context)}"))
+    else:
+        flags.append(Flag(flag="--tp", value=str(tp), reason=tp_reason if nodes == 1 else
+                          f"tensor parallel over all {tp} GPUs of {nodes} nodes; {spec.n_heads} heads divide by it"))
+        frac = _mem_fraction(sized.mem, inp)
+        flags.append(Flag(flag="--mem-fraction-static", value=f"{frac:.2f}",
+                          reason="weights + KV pool share of each GPU: SGLang's default rule (GPU memory minus the "
+                                 "reserve for activations and CUDA graphs), pinned so the plan is reproducible"))
+        flags.append(Flag(flag="--context-length", value=str(st.context),
+                          reason=reasons.get("ctx", f"{ctx_text(st.context)} as asked" + ("; fits the KV pool" if sized.ok else
+                                                                                        "; does not fit (see the fixes)"))))
+        if st.kv_cache_dtype == "fp8":
+            flags.append(Flag(flag="--kv-cache-dtype", value="fp8_e4m3", reason=reasons.get("kv", "fp8 KV cache as asked")))
+        flags.append(Flag(flag="--max-running-requests", value=str(st.batch),
+                          reason=f"{st.batch} concurrent sequence{'s' if st.batch > 1 else ''}, as sized"))
+    qflag, qnote = quantization_flag(inp, fmt)
+    if qflag:
+        flags.append(qflag)
+    if qnote:
+        notes.append(qnote)
+    if engine == "vllm" and spec.moe and world > 1 and spec.moe.n_experts >= world:
+        flags.append(Flag(flag="--enable-expert-parallel",
+                          reason=f"MoE with {spec.moe.n_experts} experts on {world} GPUs: whole experts per GPU "
+                                 "instead of slicing every expert across ranks"))
+    if offload:
+        flags.append(Flag(flag="--cpu-offload-gb", value=str(offload), reason=reasons["offload"]))
+    model = inp.model_ref
+    setup: list[str] = []
+    if engine == "vllm":
+        command = render(["vllm", "serve", model], flags)
+        if nodes > 1:
+            setup = [f"ray start --head --port={RAY_PORT}  # on the head node",
+                     f"ray start --address=<head-ip>:{RAY_PORT}  # on each of the other {nodes - 1} node(s)"]
+            notes.append("run vllm serve on the head node once every node has joined the Ray cluster")
+    else:
+        if nodes > 1:
+            flags += [Flag(flag="--nnodes", value=str(nodes), reason=f"{nodes} nodes of {inp.gpus_per_node} GPUs"),
+                      Flag(flag="--node-rank", value="0", reason="this command is node 0; run it on node i with --node-rank i"),
+                      Flag(flag="--dist-init-addr", value="node0:50000",
+                           reason="rendezvous address of node 0 (replace node0 with its address)")]
+        command = render(["python", "-m", "sglang.launch_server", "--model-path", model], flags)
+    return plan_from(engine, inp, sized, st, fmt, command=command, flags=flags, setup=setup, notes=notes,
+                     gpu_layers=None, tensor_parallel=tp, pipeline_parallel=pp, nodes=nodes)
+
+
+def _mem_fraction(mem: MemoryBreakdown, inp: LaunchInput) -> float:
+    d = mem.per_device[0] if mem.per_device else None
+    dev = inp.hw.devices[0]
+    if d is None:
+        return 0.88
+    return math.floor(d.usable_bytes / dev.memory_bytes * 100) / 100
