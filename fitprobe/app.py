@@ -106,7 +106,9 @@ def size_plan(command: str, resolved: ResolvedModel, fmt: QuantFormat, st: RunSe
         matrix=result.matrix, scaling=result.scaling,
         notes=resolved.notes + result.memory.notes + _format_notes(fmt, result),
     )
-    return Sized(result=result, output=out)
+    sized = Sized(result=result, output=out)
+    add_speed(sized, sizer, fmt, st, hw)
+    return sized
 
 
 def verdict_info(verdict, band: float | None = None) -> schema.VerdictInfo:
@@ -172,3 +174,99 @@ def memory_info(result: PlanResult) -> schema.MemoryInfo:
         kv_detail={"full": kv.full, "windowed": kv.windowed, "latent": kv.latent, "indexer": kv.indexer,
                    "recurrent": kv.recurrent, "cells_full": kv.cells_full, "cells_window": kv.cells_window},
         per_device=m.per_device)
+
+def add_speed(sized: Sized, sizer: Sizer, fmt: QuantFormat, st: RunSettings, hw: Hardware, *,
+              ram_bandwidth_gbs: float | None = None, cpu_expert_layers: int = 0) -> None:
+    """Fill output.speed (None, with a note, when a device has no bandwidth figure)."""
+    from fitprobe.estimator.speed import estimate_speed
+
+    try:
+        sized.output.speed = estimate_speed(sizer.spec, sizer.weights(fmt)[0], st, hw, sized.result.memory,
+                                            ram_bandwidth_gbs=ram_bandwidth_gbs, cpu_expert_layers=cpu_expert_layers)
+    except ValueError as exc:
+        sized.output.speed = None
+        sized.output.notes.append(f"speed not estimated: {exc}")
+
+
+def fill_report(sized: Sized, resolved: ResolvedModel, fmt: QuantFormat, st: RunSettings, hw: Hardware, *,
+                cost_options=None, finetune_options=None, ram_bandwidth_gbs: float | None = None) -> None:
+    """Fill the report-only fields: cost, fine-tuning, recommendations, diagnosis (speed is always filled)."""
+    from fitprobe.catalogs import data_path
+    from fitprobe.catalogs.gpus import load_gpus
+    from fitprobe.estimator import cost as costs
+    from fitprobe.estimator.diagnosis import diagnose
+    from fitprobe.estimator.finetune import Finetune, FinetuneOptions, devices_needed, finetune_memory
+    from fitprobe.estimator.recommend import Candidate, Pick, Recommender
+    from fitprobe.estimator.speed import estimate_speed
+
+    band, table, spec = error_band(), quant_table(), resolved.spec
+    sizer = Sizer(spec, table, hw, error_band=band, known_weights=resolved.known_weights)
+    weights = sizer.weights(fmt)
+    out = sized.output
+
+    def speed_fn(spec_, w, st_, hw_, mem):
+        return estimate_speed(spec_, w, st_, hw_, mem, ram_bandwidth_gbs=ram_bandwidth_gbs)
+
+    rec = Recommender(spec, table, fmt, st, error_band=band, weights=weights, usable_fraction=hw.usable_fraction,
+                      speed_fn=speed_fn)
+    entries = {e.key: e for e in load_gpus()}
+    # cloud offers: the model at these settings on each instance, cost per 1M output tokens
+    copts = cost_options or costs.CostOptions()
+    offers, sized_offers = [], {}
+    for o in json.loads(data_path("cloud_prices.json").read_text())["offers"]:
+        entry = entries.get(o["gpu_key"])
+        if entry is None or entry.memory_gib is None:
+            continue
+        engine, mem, verdict, _ = rec.size(entry.device(), o["gpu_count"])
+        if verdict is None:
+            continue
+        tps = usd = None
+        if verdict.status != "exceeds" and entry.bandwidth_gbs:
+            st_o = st.model_copy(update={"engine": engine})
+            hw_o = Hardware(devices=[entry.device()] * o["gpu_count"], usable_fraction=hw.usable_fraction)
+            tps = speed_fn(spec, weights[0], st_o, hw_o, mem).aggregate_tps
+            usd = costs.usd_per_million(o["price_per_hour_usd"], tps)
+        sized_offers[(o["provider"], o["instance"])] = (mem, verdict)
+        offers.append(costs.OfferCost(
+            provider=o["provider"], instance=o["instance"], gpu_key=o["gpu_key"], gpu_count=o["gpu_count"],
+            tier=o["tier"], price_per_hour_usd=o["price_per_hour_usd"], date_checked=o["date_checked"],
+            source=o["source"], status=verdict.status, aggregate_tps=tps, usd_per_million_tokens=usd,
+            monthly_usd=o["price_per_hour_usd"] * copts.hours_per_day * costs.DAYS_PER_MONTH))
+    offers.sort(key=lambda x: (x.status == "exceeds", x.usd_per_million_tokens is None,
+                               x.usd_per_million_tokens or 0, x.price_per_hour_usd))
+    best = costs.cheapest(offers)
+    dev0 = hw.devices[0] if hw.devices else None
+    entry0 = entries.get(dev0.catalog_key or "") if dev0 else None
+    out.cost = costs.Cost(offers=offers, cheapest=best, options=copts, rent_vs_buy=costs.rent_vs_buy(
+        copts, catalog_price=(entry0.used_price_usd or entry0.price_usd) if entry0 else None,
+        price_basis=(entry0.price_basis or "") if entry0 else "", tdp_w=dev0.tdp_w if dev0 else None,
+        devices=len(hw.devices), best=best, local_tps=out.speed.aggregate_tps if out.speed else None))
+    # fine-tuning memory, on the plan's devices and the smallest catalog device
+    fopts = finetune_options or FinetuneOptions()
+    methods = finetune_memory(spec, fopts)
+    ranked = sorted((e for e in entries.values() if e.memory_gib), key=lambda e: e.memory_gib)
+    for m in methods:
+        if dev0 is not None:
+            usable = hw.usable_bytes(dev0)
+            m.fits = m.total_bytes <= usable * len(hw.devices) and (len(hw.devices) > 1 or m.total_bytes <= usable)
+            m.devices_needed = devices_needed(m, usable)
+        small = next((e for e in ranked if m.total_bytes <= hw.usable_bytes(e.device())), None)
+        m.smallest_gpu = small.name if small else None
+    out.finetune = Finetune(options=fopts, methods=methods)
+    # recommended hardware
+    candidates = [Candidate(key=e.key, device=e.device(), price_usd=e.price_usd, used_price_usd=e.used_price_usd,
+                            price_basis=e.price_basis) for e in ranked if e.devices_per_board == 1]
+    picks = rec.picks(candidates)
+    if best is not None:
+        mem_b, verdict_b = sized_offers[(best.provider, best.instance)]
+        picks.insert(min(3, len(picks)), Pick(
+            role="cheapest cloud", hardware=f"{best.provider} {best.instance}", gpu_key=best.gpu_key,
+            count=best.gpu_count, engine=st.engine, status=best.status,
+            total_bytes=mem_b.total_bytes + mem_b.host_total_bytes, usable_bytes=verdict_b.usable_bytes,
+            decode_tps=best.aggregate_tps, usd_per_million_tokens=best.usd_per_million_tokens,
+            note=f"${best.price_per_hour_usd:.2f}/h, {best.tier}, checked {best.date_checked}"))
+    out.recommendations = picks
+    multi = next((p for p in picks if p.role == "smallest multi-GPU set"), None)
+    out.diagnosis = diagnose(sizer, fmt, st, sized.result, model=spec.name, hardware=hw.name,
+                             decode_tps=out.speed.decode_tps if out.speed else None,
+                             multi_gpu=multi.hardware if multi else None)

@@ -89,8 +89,10 @@ def check(model, gpu, gpus, **opts):
 def _register_optional() -> None:
     """Commands that live in their own modules (kept out of start-up until invoked)."""
     from fitprobe.cmd_probe import probe_command
+    from fitprobe.cmd_report import report_command
 
     main.add_command(probe_command)
+    main.add_command(report_command)
 
 
 _register_optional()

@@ -11,6 +11,11 @@ from pydantic import BaseModel, Field
 
 from fitprobe.estimator.memory import DeviceUsage
 from fitprobe.estimator.plan import MatrixRow, ScalingRow
+from fitprobe.estimator.cost import Cost
+from fitprobe.estimator.diagnosis import Diagnosis
+from fitprobe.estimator.finetune import Finetune
+from fitprobe.estimator.recommend import Pick
+from fitprobe.estimator.speed import Speed
 
 SCHEMA_VERSION = "1.0"
 
@@ -100,3 +105,9 @@ class PlanOutput(BaseModel):
     matrix: list[MatrixRow] = Field(description="every quantization format at this context")
     scaling: list[ScalingRow] = Field(description="4K..128K and the model's maximum context at this quant")
     notes: list[str] = Field(default_factory=list)
+    speed: Speed | None = Field(default=None, description="decode / prefill tokens/s and 4K-prompt TTFT "
+                                                          "(bandwidth and compute model, calibrated per backend)")
+    cost: Cost | None = Field(default=None, description="report: cloud cost per 1M output tokens, rent vs buy")
+    finetune: Finetune | None = Field(default=None, description="report: QLoRA / LoRA / full fine-tuning memory")
+    recommendations: list[Pick] = Field(default_factory=list, description="report: hardware picks that fit")
+    diagnosis: Diagnosis | None = Field(default=None, description="report: what blocks the fit, KV cost 8K→32K")

@@ -1,0 +1,113 @@
+"""Speed model: the formula on hand-checkable cases, placement, TP, batching, calibration accuracy."""
+import statistics
+
+import pytest
+
+from fitprobe.catalogs.gpus import find_gpu
+from fitprobe.catalogs.quants import quant_table
+from fitprobe.catalogs.resolve import resolve
+from fitprobe.catalogs.speed_calibration import load_calibration, point_inputs
+from fitprobe.estimator.hardware import Hardware
+from fitprobe.estimator.memory import estimate
+from fitprobe.estimator.quant import weight_bytes
+from fitprobe.estimator.settings import RunSettings
+from fitprobe.estimator.speed import backend_key, estimate_speed, matmul_params
+
+
+def _run(model, gpu, n=1, **st):
+    spec = resolve(model).spec
+    table = quant_table()
+    settings = RunSettings(**st)
+    fmt = table.find(settings.quant)
+    w = weight_bytes(spec, fmt, table)
+    hw = Hardware(devices=[find_gpu(gpu).device()] * n) if gpu else Hardware(devices=[], system_ram_bytes=64 << 30)
+    mem = estimate(spec, fmt, table, settings, hw, weights=w)
+    return spec, w, settings, hw, mem, estimate_speed(spec, w, settings, hw, mem)
+
+
+def test_decode_is_bytes_over_bandwidth_plus_fixed():
+    spec, w, st, hw, mem, s = _run("llama-3.1-8b-instruct", "RTX 4090", context=4096)
+    eff = s.efficiency
+    read = sum(w.per_layer) + w.output + mem.kv.total  # dense: every block, the head and the KV
+    assert s.bytes_per_token == pytest.approx(read, rel=1e-6)
+    t_ms = read / (1008e9 * eff.bandwidth) * 1e3 + eff.fixed_ms
+    assert s.decode_tps == pytest.approx(1e3 / t_ms, rel=1e-6)
+    assert s.bound == "GPU bandwidth" and s.cpu_bytes_per_token == 0
+
+
+def test_prefill_and_ttft_from_compute():
+    spec, w, st, hw, mem, s = _run("llama-3.1-8b-instruct", "RTX 4090", context=8192)
+    assert s.ttft_ms == pytest.approx(s.prompt_tokens / s.prefill_tps * 1e3)
+    n_active, _ = matmul_params(spec)
+    # the first micro-batch (no depth) alone is at least 2·N·512 FLOPs at MFU × peak
+    floor = 2 * n_active * 4096 / (165.2e12 * s.efficiency.compute) * 1e3
+    assert s.ttft_ms > floor
+
+
+def test_moe_reads_only_active_experts_and_batch_touches_more():
+    *_, s1 = _run("qwen3-30b-a3b", "H100 SXM", quant="Q4_K_M", context=4096)
+    spec, w, *_ = _run("qwen3-30b-a3b", "H100 SXM", quant="Q4_K_M", context=4096)
+    experts = sum(w.experts_per_layer)
+    assert s1.bytes_per_token < w.total - experts * (1 - 8 / 128) + 1e9
+    *_, s8 = _run("qwen3-30b-a3b", "H100 SXM", quant="Q4_K_M", context=4096, batch=8)
+    touched = 1 - (1 - 8 / 128) ** 8
+    assert s8.bytes_per_token > s1.bytes_per_token
+    assert s8.aggregate_tps > s1.aggregate_tps and s8.decode_tps < s1.decode_tps
+    assert s8.aggregate_tps == pytest.approx(8 * s8.decode_tps)
+    assert touched < 1
+
+
+def test_partial_offload_adds_cpu_time():
+    *_, full = _run("llama-3.1-8b-instruct", "RTX 4090", context=4096)
+    *_, part = _run("llama-3.1-8b-instruct", "RTX 4090", context=4096, gpu_layers=17)
+    assert part.cpu_bytes_per_token > 0 and part.cpu_ms > 0
+    assert part.decode_tps < full.decode_tps / 2  # a RAM-resident half dominates (FORMULAS §4.4)
+    assert any("RAM bandwidth unknown" in n for n in part.notes)
+
+
+def test_expert_offload_moves_only_active_expert_bytes():
+    spec, w, st, hw, mem, gpu_only = _run("gpt-oss-20b", "RTX 4090", quant="MXFP4", context=4096)
+    s = estimate_speed(spec, w, st, hw, mem, cpu_expert_layers=spec.n_layers)
+    moved = sum(w.experts_per_layer) * spec.moe.n_experts_used / spec.moe.n_experts
+    assert s.cpu_bytes_per_token == pytest.approx(moved, rel=1e-6)
+    assert s.decode_tps < gpu_only.decode_tps
+
+
+def test_tensor_parallel_nvlink_beats_pcie():
+    spec, w, st, _, _, _ = _run("llama-3.1-70b-instruct", "H100 SXM", 2, quant="FP8", engine="vllm", kv_cache_dtype="auto")
+    table = quant_table()
+    nv = find_gpu("H100 SXM").device()
+    pcie = nv.model_copy(update={"nvlink": False})
+    out = {}
+    for name, dev in (("nvlink", nv), ("pcie", pcie)):
+        hw = Hardware(devices=[dev] * 2)
+        mem = estimate(spec, table.find("FP8"), table, st, hw, weights=w)
+        out[name] = estimate_speed(spec, w, st, hw, mem)
+    assert out["nvlink"].decode_tps > out["pcie"].decode_tps
+    assert out["pcie"].overhead_ms - out["nvlink"].overhead_ms == pytest.approx(2 * 80 * (100 - 20) / 1e3)
+    hw1 = Hardware(devices=[nv])
+    single = estimate_speed(spec, w, st, hw1, estimate(spec, table.find("FP8"), table, st, hw1, weights=w))
+    assert out["nvlink"].gpu_ms == pytest.approx(single.gpu_ms / 2, rel=0.02)
+
+
+def test_cpu_only_and_backend_keys():
+    *_, s = _run("qwen3-0.6b", None, context=2048)
+    assert s.backend == "llama.cpp/cpu" and not s.efficiency.calibrated and s.prefill_tps is None
+    assert backend_key("mlx", find_gpu("M4 Max").device()) == "mlx/metal"
+    assert backend_key("llama.cpp", find_gpu("M2 Ultra").device()) == "llama.cpp/metal-ultra"
+    assert backend_key("llama.cpp", find_gpu("RX 7900 XTX").device()) == "llama.cpp/amd"
+
+
+def test_calibration_points_have_sources_and_accuracy_target():
+    cal = load_calibration()
+    assert len(cal.points) >= 30 and all(p.source.startswith("https://") for p in cal.points)
+    rates = {r.gpu for r in cal.device_rates}
+    errors = []
+    for p in cal.points:
+        if p.kind == "prefill" and p.gpu in rates:
+            continue  # these define the device's measured rate
+        spec, w, st, hw, mem = point_inputs(p)
+        s = estimate_speed(spec, w, st, hw, mem, prompt_tokens=p.tokens, prompt_depth=p.depth, calibration=cal)
+        est = s.aggregate_tps if p.kind == "decode" else s.prefill_tps
+        errors.append(abs(est / p.tps - 1))
+    assert statistics.median(errors) <= 0.20
