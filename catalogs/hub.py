@@ -127,6 +127,7 @@ class HubModel(BaseModel):
     gguf_files: list[GgufQuantFile] = Field(default_factory=list)
     mmproj_files: list[GgufQuantFile] = Field(default_factory=list)
     gated: bool = False
+    base_models: list[str] = Field(default_factory=list, description="from the Hub's base_model:* tags")
     source: Literal["hub", "cache"] = "hub"
     notes: list[str] = Field(default_factory=list)
 
@@ -302,7 +303,8 @@ def _from_hub(ref: ModelRef, token: str | None, timeout: float) -> HubModel:
     repo, rev = ref.repo_id, ref.revision
     info = _call(lambda: api.model_info(repo, revision=rev, files_metadata=True, timeout=timeout), repo, rev, token)
 
-    model = HubModel(repo_id=info.id or repo, revision=rev or "main", sha=info.sha, gated=bool(info.gated))
+    model = HubModel(repo_id=info.id or repo, revision=rev or "main", sha=info.sha, gated=bool(info.gated),
+                     base_models=base_models_from_tags(info.tags or []))
     if info.id and info.id.lower() != repo.lower():
         model.notes.append(f"{repo} was renamed to {info.id}")
         repo = info.id
@@ -337,6 +339,17 @@ def _from_hub(ref: ModelRef, token: str | None, timeout: float) -> HubModel:
     elif any(n.endswith(".safetensors") for n in sizes):
         _safetensors_from_headers(api, model, repo, sizes, get, token, timeout)
     return model
+
+
+def base_models_from_tags(tags: list[str]) -> list[str]:
+    """`base_model:quantized:org/name`, `base_model:org/name` (the Hub derives them from the card)."""
+    out = []
+    for tag in tags:
+        if tag.startswith("base_model:"):
+            repo = tag.split(":")[-1]
+            if "/" in repo and repo not in out:
+                out.append(repo)
+    return out
 
 
 def _tree_sizes(api, repo: str, revision: str | None, token: str | None) -> dict[str, int | None]:

@@ -79,8 +79,9 @@ def resolve(text: str, *, token: str | None = None, revision: str | None = None)
         return ResolvedModel(spec=_spec(_read_config(path), path.parent.name or path.stem, None), source=f"local {path}")
     base, _, quant = raw.partition(":")
     entry = find_model(base.split("@")[0])
-    if entry is not None and (revision is None and "@" not in base):
-        return _from_entry(entry, quant or None)
+    if entry is not None and "/" not in base and revision is None:
+        return _from_entry(entry, quant or None)  # a catalog name: offline by design
+    # An org/name id asks the Hub first (exact sizes), then its cache, then the bundled snapshot.
     if re.fullmatch(r"[\w.-]+/[\w.-]+(@[^:\s]+)?(:[\w.-]+)?", raw) or raw.lower().startswith(("http://", "https://", "hf.co/", "huggingface.co/")):
         return _from_hub(raw, token=token, revision=revision)
     hint = suggest_models(raw)
@@ -106,6 +107,12 @@ def _from_hub(raw: str, *, token: str | None, revision: str | None) -> ResolvedM
         ref = ref.model_copy(update={"revision": revision})
     try:
         model = hub.fetch_model(ref, token=token)
+        if model.config is None and model.params_json is None and model.gguf_files:
+            return _gguf_repo(model, ref.quant, token)
+        resolved = _hub_model(model, ref.quant)
+        if ref.quant and _fmt_name(ref.quant) not in resolved.known_weights and not model.gguf_files:
+            _attach_gguf_quant(resolved, model.repo_id, ref.quant, token)
+        return resolved
     except hub.HubUnavailable as exc:
         entry = find_model(ref.repo_id)
         if entry is None:
@@ -115,7 +122,69 @@ def _from_hub(raw: str, *, token: str | None, revision: str | None) -> ResolvedM
         return resolved
     except hub.HubError as exc:
         raise ResolveError(str(exc)) from exc
-    return _hub_model(model, ref.quant)
+
+
+def _gguf_repo(model, quant: str | None, token: str | None) -> ResolvedModel:
+    """A GGUF-only repo (unsloth/…-GGUF:Q4_K_M): the architecture comes from its base model's
+    config.json (the Hub's base_model tag, else the bundled catalog by name); sizes are real."""
+    from . import hub
+
+    base_entry = find_model(re.sub(r"[-_.]gguf$", "", model.repo_id.split("/")[-1], flags=re.I))
+    resolved = None
+    for base in model.base_models:
+        base_model = hub.fetch_model(base, token=token)
+        if base_model.config or base_model.params_json:
+            resolved = _hub_model(base_model, quant)
+            resolved.notes.append(f"architecture from base model {base} (config.json)")
+            break
+    if resolved is None and base_entry is not None:
+        resolved = _from_entry(base_entry, quant, source="bundled catalog")
+        resolved.notes.append(f"architecture from the bundled snapshot of {base_entry.hf_id}")
+    if resolved is None:
+        raise ResolveError(f"{model.repo_id} holds only GGUF files and names no base model with a config.json: "
+                           f"pass the base model id or a local .gguf")
+    resolved.source = f"Hugging Face Hub ({model.repo_id})"
+    _apply_gguf_sizes(resolved, model)
+    if quant and _fmt_name(quant) not in resolved.known_weights:
+        have = ", ".join(g.quant for g in model.gguf_files)
+        raise ResolveError(f"{model.repo_id} has no {quant} GGUF (it has: {have})")
+    return resolved
+
+
+def _fmt_name(quant: str) -> str:
+    fmt = quant_table().find(quant)
+    return fmt.name if fmt else quant
+
+
+def _apply_gguf_sizes(resolved: ResolvedModel, model) -> None:
+    table = quant_table()
+    for gg in model.gguf_files:
+        fmt = table.find(gg.quant)
+        if fmt is None or not gg.size_bytes or not gg.complete:
+            continue
+        resolved.known_weights[fmt.name] = (scaled(weight_bytes(resolved.spec, fmt, table), gg.size_bytes),
+                                            f"real file size ({model.repo_id})")
+        resolved.gguf_repo = model.repo_id
+
+
+def _attach_gguf_quant(resolved: ResolvedModel, base_repo: str, quant: str, token: str | None) -> None:
+    """A GGUF quant asked of a repo with no GGUF files: size it from the matching GGUF repo."""
+    from . import hub
+
+    fmt = quant_table().find(quant)
+    if fmt is None or fmt.kind != "gguf":
+        return
+    try:
+        candidates = hub.find_gguf_repos(base_repo, token=token, limit=10)
+        for cand in candidates:
+            listing = hub.fetch_model(cand.repo_id, token=token)
+            if any(_fmt_name(g.quant) == fmt.name for g in listing.gguf_files):
+                _apply_gguf_sizes(resolved, listing)
+                resolved.notes.append(f"{quant} size from {cand.repo_id} (GGUF repo of {base_repo})")
+                return
+        resolved.notes.append(f"no GGUF repo with {quant} found for {base_repo}: {quant} sized by formula")
+    except hub.HubError as exc:
+        resolved.notes.append(f"GGUF repos for {base_repo} not searched ({exc}): {quant} sized by formula")
 
 
 def _hub_model(model, quant: str | None) -> ResolvedModel:
@@ -124,9 +193,6 @@ def _hub_model(model, quant: str | None) -> ResolvedModel:
     if config is None and model.params_json:
         config = params_json_to_config(model.params_json)
     if config is None:
-        if model.gguf_files:
-            raise ResolveError(f"{model.repo_id} holds only GGUF files and no config.json: pass a local .gguf "
-                               f"or the base model id")
         raise ResolveError(f"{model.repo_id} has no config.json or params.json to size from")
     spec = _spec(config, model.repo_id.split("/")[-1], model.repo_id)
     resolved = ResolvedModel(spec=spec, source=source, requested_quant=quant, notes=list(model.notes))
@@ -136,12 +202,7 @@ def _hub_model(model, quant: str | None) -> ResolvedModel:
         key = _prequant_format(spec) or "BF16"
         resolved.known_weights[key] = (scaled(weight_bytes(spec, find_quant(key), table), exact),
                                        "exact from checkpoint")
-    for gg in model.gguf_files:
-        fmt = table.find(gg.quant)
-        if fmt is None or not gg.size_bytes or not gg.complete:
-            continue
-        resolved.known_weights[fmt.name] = (scaled(weight_bytes(spec, fmt, table), gg.size_bytes), "real file size")
-        resolved.gguf_repo = model.repo_id
+    _apply_gguf_sizes(resolved, model)
     return resolved
 
 

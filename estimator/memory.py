@@ -66,7 +66,7 @@ def estimate(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, st: RunSettin
     cache already computed for these settings (sweeps reuse it across formats)."""
     w = weights or weight_bytes(spec, fmt, table)
     if st.engine in ("vllm", "sglang"):
-        return _paged(spec, w, st, hw, now)
+        return _paged(spec, w, st, hw, now, kv)
     return _layered(spec, w, st, hw, now, kv or kv_cache(spec, st))
 
 
@@ -130,13 +130,14 @@ def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now
     return _breakdown(per_device, w, kv, host_w, host_kv, host_buf, gpu_blocks, n, notes)
 
 
-def _paged(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: bool) -> MemoryBreakdown:
+def _paged(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: bool,
+           kv: KvCache | None = None) -> MemoryBreakdown:
     devices = hw.devices
     tp = max(1, len(devices))
     notes: list[str] = []  # filled below
     ref = devices[0] if devices else None
     batched, seqs = buffers.vllm_batch_defaults(ref.memory_bytes if ref else 0, ref.name if ref else "")
-    kv = kv_cache(spec, st, tensor_parallel=tp, max_num_batched_tokens=batched)
+    kv = kv or kv_cache(spec, st, tensor_parallel=tp, max_num_batched_tokens=batched)
     weights_all = w.total + w.vision  # vLLM/SGLang load the vision tower with the model
     pad = buffers.vllm_mxfp4_pad_factor(spec, tp)
     if pad > 1 and st.engine == "vllm":
