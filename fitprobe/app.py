@@ -86,11 +86,13 @@ def check_settings(st: RunSettings, fmt: QuantFormat, hw: Hardware) -> None:
 class Sized:
     result: PlanResult
     output: schema.PlanOutput
+    launch_input: object = None  # estimator.launch.LaunchInput the launch plans were built from
 
 
 def size_plan(command: str, resolved: ResolvedModel, fmt: QuantFormat, st: RunSettings, hw: Hardware, *,
               min_margin_bytes: int = 0, hardware_source: str = "catalog", now: bool = False,
-              device_readings: list[dict] | None = None) -> Sized:
+              device_readings: list[dict] | None = None, engine_option: str | None = None,
+              kv_explicit: bool = False, requirements=None) -> Sized:
     band = error_band()
     sizer = Sizer(resolved.spec, quant_table(), hw, error_band=band, min_margin_bytes=min_margin_bytes,
                   known_weights=resolved.known_weights)
@@ -107,8 +109,39 @@ def size_plan(command: str, resolved: ResolvedModel, fmt: QuantFormat, st: RunSe
         notes=resolved.notes + result.memory.notes + _format_notes(fmt, result),
     )
     sized = Sized(result=result, output=out)
+    sized.launch_input = launch_input(resolved, fmt, st, hw, sizer, kv_explicit=kv_explicit, now=now)
     add_speed(sized, sizer, fmt, st, hw)
+    add_launch(sized, engine_option=engine_option, requirements=requirements)
     return sized
+
+
+def launch_input(resolved: ResolvedModel, fmt: QuantFormat, st: RunSettings, hw: Hardware, sizer: Sizer, *,
+                 kv_explicit: bool = False, now: bool = False):
+    from fitprobe.estimator.launch import LaunchInput
+
+    path = resolved.source.removeprefix("local GGUF ") if resolved.source.startswith("local GGUF ") else None
+    return LaunchInput(spec=resolved.spec, fmt=fmt, settings=st, hw=hw, sizer=sizer, table=quant_table(),
+                       hf_id=resolved.spec.hf_id, gguf_repo=resolved.gguf_repo, gguf_path=path,
+                       ollama_name=resolved.entry.ollama if resolved.entry else None, kv_explicit=kv_explicit, now=now)
+
+
+def add_launch(sized: Sized, *, engine_option: str | None, requirements=None) -> None:
+    """Launch plans for the engines this hardware runs, fixes when it does not fit, and the gate."""
+    from fitprobe.estimator.fixes import find_fixes
+    from fitprobe.estimator.gate import evaluate, tokens_per_second
+    from fitprobe.estimator.launch import engines_for, plan_all
+
+    inp, out = sized.launch_input, sized.output
+    engines = engines_for(inp.hw, engine_option)
+    if inp.settings.engine not in engines:
+        engines.append(inp.settings.engine)
+    out.launch = plan_all(inp, engines)
+    subject = out.launch[inp.settings.engine]
+    if out.verdict.status == "exceeds" or not subject.fits:
+        out.fixes = find_fixes(inp, launch=out.launch)
+    if requirements is not None:
+        tps = tokens_per_second(inp, subject) if requirements.tps else None
+        out.gate = evaluate(requirements, subject, tps=tps)
 
 
 def verdict_info(verdict, band: float | None = None) -> schema.VerdictInfo:
@@ -174,6 +207,7 @@ def memory_info(result: PlanResult) -> schema.MemoryInfo:
         kv_detail={"full": kv.full, "windowed": kv.windowed, "latent": kv.latent, "indexer": kv.indexer,
                    "recurrent": kv.recurrent, "cells_full": kv.cells_full, "cells_window": kv.cells_window},
         per_device=m.per_device)
+
 
 def add_speed(sized: Sized, sizer: Sizer, fmt: QuantFormat, st: RunSettings, hw: Hardware, *,
               ram_bandwidth_gbs: float | None = None, cpu_expert_layers: int = 0) -> None:

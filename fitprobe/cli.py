@@ -36,6 +36,13 @@ def size_options(f):
         click.option("--token", default=None, help="Hugging Face token for gated repos (or HF_TOKEN)"),
         click.option("--revision", default=None, help="Hub revision (branch, tag or commit)"),
         click.option("--json", "as_json", is_flag=True, help="print the JSON contract"),
+        click.option("--text", "also_text", is_flag=True, help="with --json: also print the human report on stderr"),
+        click.option("--require-context", type=int, default=None,
+                     help="gate: the plan must serve this many tokens per sequence (sizes at least this context)"),
+        click.option("--require-tps", type=float, default=None, help="gate: decode tokens/s per sequence the plan must reach"),
+        click.option("--strict", is_flag=True, help="gate: a 'tight' verdict fails"),
+        click.option("--verify", is_flag=True, help="run llama.cpp's llama-fit-params on the local GGUF and compare"),
+        click.option("--llama-fit-params", "fit_params_path", default=None, help="path of llama-fit-params (default: PATH)"),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -90,9 +97,11 @@ def _register_optional() -> None:
     """Commands that live in their own modules (kept out of start-up until invoked)."""
     from fitprobe.cmd_probe import probe_command
     from fitprobe.cmd_report import report_command
+    from fitprobe.cmd_schema import schema_command
 
     main.add_command(probe_command)
     main.add_command(report_command)
+    main.add_command(schema_command)
 
 
 _register_optional()

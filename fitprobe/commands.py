@@ -29,13 +29,48 @@ def build_settings(fmt, hw, opts: dict):
         raise UsageError(f"invalid {err['loc'][0] if err['loc'] else 'setting'}: {err['msg']}") from None
 
 
-def emit(sized, as_json: bool) -> None:
+def emit(sized, as_json: bool, also_text: bool = False) -> None:
+    """JSON to stdout (and, with --text, the human report on stderr), or the human report alone."""
+    from fitprobe.estimator.launch.text import render_launch
     from fitprobe.render import render_plan
 
+    text = render_plan(sized.output) + render_launch(sized.output)
     if as_json:
         click.echo(sized.output.model_dump_json(indent=2))
+        if also_text:
+            click.echo(text, err=True)
     else:
-        click.echo(render_plan(sized.output))
+        click.echo(text)
+
+
+def requirements_from(opts: dict, min_margin: int):
+    """The gate's requirements when any gate option is given (else None: plain verdict exit codes)."""
+    from fitprobe.app import UsageError
+    from fitprobe.estimator.gate import Requirements
+
+    ctx, tps = opts.get("require_context"), opts.get("require_tps")
+    if ctx is not None and ctx <= 0:
+        raise UsageError(f"--require-context must be a positive number of tokens, got {ctx}")
+    if tps is not None and tps <= 0:
+        raise UsageError(f"--require-tps must be positive, got {tps:g}")
+    if not (ctx or tps or opts.get("strict") or min_margin):
+        return None
+    if ctx:
+        opts["context"] = max(opts["context"], ctx)  # size at least at the context required
+    return Requirements(context=ctx, tps=tps, min_margin_bytes=min_margin, strict=bool(opts.get("strict")))
+
+
+def attach_verify(sized, opts: dict) -> None:
+    from fitprobe.app import UsageError
+    from fitprobe.verify import compare, find_tool, run_fit_params
+
+    inp = sized.launch_input
+    tool = find_tool(opts.get("fit_params_path"))
+    if tool is None:
+        raise UsageError("--verify needs llama-fit-params on PATH or --llama-fit-params PATH")
+    if not inp.gguf_path:
+        raise UsageError("--verify runs llama.cpp on a local GGUF: pass MODEL as a path to a .gguf file")
+    sized.output.verify = compare(run_fit_params(tool, inp.gguf_path, inp.settings), inp)
 
 
 def probed_hardware(usable_fraction: float):
@@ -92,6 +127,7 @@ def run_plan(command: str, model: str, *, gpu: str | None, gpus: int, hardware=N
         if opts.get("ram_gib") is not None and opts["ram_gib"] <= 0:
             raise UsageError("--ram-gib must be positive")
         min_margin = parse_bytes(opts["min_margin"])
+        requirements = requirements_from(opts, min_margin)
         hw = hardware or catalog_hardware(gpu, gpus, usable_fraction=opts["usable_fraction"], ram_bytes=ram)
         token = opts.get("token") or os.environ.get("HF_TOKEN")
         resolved = resolve(model, token=token, revision=opts.get("revision"))
@@ -100,7 +136,10 @@ def run_plan(command: str, model: str, *, gpu: str | None, gpus: int, hardware=N
         check_settings(settings, fmt, hw)
         source = "probe" if hardware is not None else "catalog"
         sized = size_plan(command, resolved, fmt, settings, hw, min_margin_bytes=min_margin,
-                          hardware_source=source, device_readings=readings)
+                          hardware_source=source, device_readings=readings, engine_option=opts.get("engine"),
+                          kv_explicit=opts.get("kv_cache") is not None, requirements=requirements)
+        if opts.get("verify"):
+            attach_verify(sized, opts)
         if hardware is not None:
             add_now_verdict(sized, resolved, fmt, settings, hw, min_margin)
             sized.output.notes[:0] = probe_notes or []
@@ -108,7 +147,9 @@ def run_plan(command: str, model: str, *, gpu: str | None, gpus: int, hardware=N
         fail(str(exc), EXIT_MODEL)
     except (UsageError, click.BadParameter) as exc:
         fail(str(exc), EXIT_USAGE)
-    emit(sized, opts["as_json"])
+    emit(sized, opts["as_json"], opts.get("also_text", False))
+    if sized.output.gate is not None:
+        sys.exit(EXIT_FITS if sized.output.gate.passed else EXIT_EXCEEDS)
     verdict = sized.output.verdict_now or sized.output.verdict
     sys.exit(EXIT_EXCEEDS if verdict.status == "exceeds" else EXIT_FITS)
 

@@ -9,6 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from fitprobe.estimator.fixes import Fix
+from fitprobe.estimator.gate import GateResult
+from fitprobe.estimator.launch.common import LaunchPlan
 from fitprobe.estimator.memory import DeviceUsage
 from fitprobe.estimator.plan import MatrixRow, ScalingRow
 from fitprobe.estimator.cost import Cost
@@ -16,6 +19,7 @@ from fitprobe.estimator.diagnosis import Diagnosis
 from fitprobe.estimator.finetune import Finetune
 from fitprobe.estimator.recommend import Pick
 from fitprobe.estimator.speed import Speed
+from fitprobe.verify import VerifyResult
 
 SCHEMA_VERSION = "1.0"
 
@@ -105,6 +109,14 @@ class PlanOutput(BaseModel):
     matrix: list[MatrixRow] = Field(description="every quantization format at this context")
     scaling: list[ScalingRow] = Field(description="4K..128K and the model's maximum context at this quant")
     notes: list[str] = Field(default_factory=list)
+    launch: dict[str, LaunchPlan] = Field(
+        default_factory=dict, description="per engine shown (llama.cpp, ollama, vllm, sglang, mlx): the command, "
+                                          "each flag with its reason, and whether that configuration fits")
+    fixes: list[Fix] = Field(default_factory=list,
+                             description="when it does not fit: the smallest change on each axis, best first")
+    gate: GateResult | None = Field(default=None, description="requirements (--require-*, --min-margin, --strict) "
+                                                              "and which of them hold; exit code 1 when one fails")
+    verify: VerifyResult | None = Field(default=None, description="--verify: llama.cpp's own fitter beside fitprobe's")
     speed: Speed | None = Field(default=None, description="decode / prefill tokens/s and 4K-prompt TTFT "
                                                           "(bandwidth and compute model, calibrated per backend)")
     cost: Cost | None = Field(default=None, description="report: cloud cost per 1M output tokens, rent vs buy")
