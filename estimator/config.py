@@ -175,6 +175,13 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None) -> Mo
     n_kv = r.get("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", default=n_heads)
     head_dim = r.get("head_dim", "attention_head_dim", "head_size", default=None) or hidden // n_heads
     ff = r.get("intermediate_size", "ffn_hidden_size", "n_inner", default=0)
+    if cfg.get("block_auto_adjust_ff_dim") and isinstance(ff, int):
+        # LFM2: the real FFN width is 2/3 of block_ff_dim, times the multiplier, rounded up to
+        # block_multiple_of (transformers Lfm2MLP)
+        ff = int(2 * ff / 3)
+        ff = int((cfg.get("block_ffn_dim_multiplier") or 1.0) * ff)
+        multiple = cfg.get("block_multiple_of") or 256
+        ff = multiple * -(-ff // multiple)
     max_ctx = r.get("max_position_embeddings", "seq_length", "max_sequence_length", "n_positions", default=None)
     if max_ctx is None:
         r.missing.append("max_position_embeddings")
@@ -227,10 +234,16 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None) -> Mo
     r.check()
     kv_override = _per_layer_kv_heads(cfg, n_layers)
     ratios = _compress_ratios(arch, cfg, n_layers)
+    global_heads, global_dim = cfg.get("num_global_key_value_heads"), cfg.get("global_head_dim")
     layers = []
     for i in range(n_layers):
         kind = kinds[i]
+        if kind == "full" and (global_heads or global_dim):  # Gemma 4: global layers have their own KV shape
+            kv_override = kv_override or [fields["n_kv_heads"]] * n_layers
+            kv_override[i] = global_heads or fields["n_kv_heads"]
         layers.append(Layer(
+            head_dim=global_dim if kind == "full" and global_dim else None,
+            k_eq_v=kind == "full" and bool(cfg.get("attention_k_eq_v")),
             attention=kind, ffn=ffn_kinds[i][0], ffn_size=ffn_kinds[i][1],
             n_kv_heads=(kv_override[i] if kv_override else fields["n_kv_heads"]) if kind in ("full", "sliding", "chunked", "compressed") else 0,
             window=window if kind in ("sliding", "chunked", "compressed") else None,

@@ -120,7 +120,8 @@ def _kv_ggml(spec: ModelSpec, st: RunSettings) -> KvCache:
                     out["indexer"] += idx
                     b += idx
             else:
-                kv = cells * (_row(layer.n_kv_heads * spec.head_dim, e) + _row(layer.n_kv_heads * spec.v_head_dim, e))
+                kd, vd = (layer.head_dim, layer.head_dim) if layer.head_dim else (spec.head_dim, spec.v_head_dim)
+                kv = cells * (_row(layer.n_kv_heads * kd, e) + _row(layer.n_kv_heads * vd, e))
                 out["full" if layer.attention == "full" else "windowed"] += kv
                 b += kv
         if layer.attention in ("mamba", "linear", "conv") or falcon_h1:
@@ -165,7 +166,8 @@ def _kv_paged(spec: ModelSpec, st: RunSettings, tp: int, batched: int) -> KvCach
                     b += idx
             else:
                 heads_per_rank = max(1, layer.n_kv_heads // tp)
-                kv = tokens * heads_per_rank * tp * (_row(spec.head_dim, e) + _row(spec.v_head_dim, e))
+                kd, vd = (layer.head_dim, layer.head_dim) if layer.head_dim else (spec.head_dim, spec.v_head_dim)
+                kv = tokens * heads_per_rank * tp * (_row(kd, e) + _row(vd, e))
                 out["full" if layer.attention == "full" else "windowed"] += kv
                 b += kv
         if layer.attention in ("mamba", "linear", "conv") or spec.architecture == "falcon_h1":

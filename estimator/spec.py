@@ -22,6 +22,8 @@ class Layer(BaseModel):
     window: int | None = Field(default=None, description="sliding window / attention chunk, in tokens")
     ffn_size: int = 0
     compress_ratio: int = Field(default=0, description="DeepSeek V4: tokens per compressed KV entry (4 or 128)")
+    head_dim: int | None = Field(default=None, description="per-layer K/V head dim when it differs (Gemma 4 global layers)")
+    k_eq_v: bool = Field(default=False, description="K and V share one projection (Gemma 4 attention_k_eq_v)")
 
 
 class MoE(BaseModel):

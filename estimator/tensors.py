@@ -67,13 +67,17 @@ def _attention(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
                     Tensor(f"{p}indexer.k_norm.weight", (ix.head_dim,), i),
                     Tensor(f"{p}indexer.k_norm.bias", (ix.head_dim,), i)]
         return out
+    layer = spec.layers[i]
+    if layer.head_dim:
+        hd = vd = layer.head_dim
     q_width = H * hd * (2 if spec.gated_attention_output else 1)
     if spec.architecture == "phi3":
         out.append(Tensor(f"{p}attn_qkv.weight", (d, H * hd + 2 * kv * hd), i))
     else:
         out += [Tensor(f"{p}attn_q.weight", (d, q_width), i),
-                Tensor(f"{p}attn_k.weight", (d, kv * hd), i),
-                Tensor(f"{p}attn_v.weight", (d, kv * vd), i)]
+                Tensor(f"{p}attn_k.weight", (d, kv * hd), i)]
+        if not layer.k_eq_v:
+            out.append(Tensor(f"{p}attn_v.weight", (d, kv * vd), i))
     out.append(Tensor(f"{p}attn_output.weight", (H * vd, d), i))
     if spec.qkv_bias or spec.attention_bias:
         out += [Tensor(f"{p}attn_q.bias", (H * hd,), i), Tensor(f"{p}attn_k.bias", (kv * hd,), i),
