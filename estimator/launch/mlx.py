@@ -40,7 +40,7 @@ def plan(inp: LaunchInput) -> LaunchPlan:
     if bits is not None:
         out = f"./{inp.spec.name}-{bits}bit"
         setup.append(shell_join(["mlx_lm.convert", "--hf-path", model, "-q", "--q-bits", str(bits), "--mlx-path", out]))
-        notes.append(f"sized at {fmt.name}; MLX {bits}-bit (group 64) is close to it in size")
+        notes.append(f"sized at {fmt.name}, the nearest catalog format: MLX {bits}-bit files are not sized separately")
         model = out
     flags.append(Flag(flag="--model", value=model, reason="the MLX weights to serve" +
                       (f" ({bits}-bit conversion above)" if bits else " (16-bit checkpoint)")))
