@@ -16,6 +16,29 @@ from .memory import MemoryBreakdown
 Status = Literal["fits", "tight", "exceeds"]
 
 
+class ErrorBand(float):
+    """The estimate's measured error, per component (p90 of |error| in scripts/accuracy.py).
+
+    As a float it is the band of the dominant components (weights, KV cache); `bytes_for`
+    gives a plan's own band: each component's bytes times its measured error.
+    """
+
+    def __new__(cls, weights: float, kv_cache: float, buffers: float):
+        band = super().__new__(cls, max(weights, kv_cache))
+        band.weights, band.kv_cache, band.buffers = weights, kv_cache, buffers
+        return band
+
+    def bytes_for(self, weights: int, kv_cache: int, buffers: int) -> int:
+        return int(weights * self.weights + kv_cache * self.kv_cache + buffers * self.buffers)
+
+
+def band_bytes(error_band: float, required: int, weights: int = 0, kv_cache: int = 0, buffers: int = 0) -> int:
+    """Bytes of uncertainty in a requirement: per component when the band knows its parts."""
+    if isinstance(error_band, ErrorBand) and weights + kv_cache + buffers:
+        return error_band.bytes_for(weights, kv_cache, buffers)
+    return int(error_band * required)
+
+
 class Verdict(BaseModel):
     status: Status
     margin_bytes: int
@@ -24,14 +47,17 @@ class Verdict(BaseModel):
     required_bytes: int
     limiting: str  # the device (or "system RAM") whose margin is smallest
     reason: str
+    uncertainty_bytes: int = 0  # the plan's own error band on the limiting device
 
 
-def status_of(required: int, usable: int, error_band: float, min_margin_bytes: int = 0) -> Status:
+def status_of(required: int, usable: int, error_band: float, min_margin_bytes: int = 0,
+              uncertainty: int | None = None) -> Status:
     """The rule itself: short -> exceeds; margin inside the error band or the minimum -> tight."""
     margin = usable - required
     if margin < 0:
         return "exceeds"
-    if margin < error_band * required or margin < min_margin_bytes:
+    band = uncertainty if uncertainty is not None else error_band * required
+    if margin < band or margin < min_margin_bytes:
         return "tight"
     return "fits"
 
@@ -40,34 +66,37 @@ def judge(mem: MemoryBreakdown, hw: Hardware, *, error_band: float, min_margin_b
           now: bool = False) -> Verdict:
     """now=True judges against what is free right now (device free memory was applied in
     `estimate`; here the host side uses available rather than total RAM)."""
-    candidates: list[tuple[int, int, str]] = []  # (required, usable, where)
+    candidates: list[tuple[int, int, str, int]] = []  # (required, usable, where, uncertainty)
     for dev in mem.per_device:
-        candidates.append((dev.total_bytes, dev.usable_bytes, dev.name))
+        candidates.append((dev.total_bytes, dev.usable_bytes, dev.name,
+                           band_bytes(error_band, dev.total_bytes, dev.weights_bytes, dev.kv_cache_bytes, dev.buffers_bytes)))
     host_need = mem.host_total_bytes
     if host_need and hw.system_ram_bytes:
         ram = hw.ram_available_bytes if now and hw.ram_available_bytes is not None else hw.system_ram_bytes
-        candidates.append((host_need, int(min(ram, hw.system_ram_bytes * hw.usable_fraction)), "system RAM"))
+        candidates.append((host_need, int(min(ram, hw.system_ram_bytes * hw.usable_fraction)), "system RAM",
+                           band_bytes(error_band, host_need, mem.host_weights_bytes, mem.host_kv_cache_bytes,
+                                      mem.host_buffers_bytes)))
     if not candidates:
         return Verdict(status="exceeds", margin_bytes=0, utilization=0.0, usable_bytes=0, required_bytes=host_need,
                        limiting="nothing", reason="no GPU and no known system RAM to run on")
-    required, usable, where = min(candidates, key=lambda c: (c[1] - c[0]) / max(c[1], 1))
+    required, usable, where, uncertainty = min(candidates, key=lambda c: (c[1] - c[0]) / max(c[1], 1))
     margin = usable - required
     utilization = required / usable if usable else float("inf")
     total_required = sum(c[0] for c in candidates)
     total_usable = sum(c[1] for c in candidates)
-    status = status_of(required, usable, error_band, min_margin_bytes)
+    status = status_of(required, usable, error_band, min_margin_bytes, uncertainty)
     if status == "exceeds":
         reason = f"{where} needs {_gib(required)} but only {_gib(usable)} is usable"
     elif status == "tight":
-        reason = (f"{where} margin {_gib(margin)} is within the estimate's error band "
-                  f"({error_band:.0%} of {_gib(required)})" if margin < error_band * required
+        reason = (f"{where} margin {_gib(margin)} is within the estimate's measured error "
+                  f"({_gib(uncertainty)})" if margin < uncertainty
                   else f"{where} margin {_gib(margin)} is under the required minimum {_gib(min_margin_bytes)}")
     else:
         reason = f"{where} keeps {_gib(margin)} free"
     if len(candidates) > 1:
         required, usable = total_required, total_usable
     return Verdict(status=status, margin_bytes=margin, utilization=round(utilization, 4), usable_bytes=usable,
-                   required_bytes=required, limiting=where, reason=reason)
+                   required_bytes=required, limiting=where, reason=reason, uncertainty_bytes=uncertainty)
 
 
 def _gib(n: int) -> str:

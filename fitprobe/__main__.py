@@ -1,3 +1,3 @@
-from fitprobe.cli import main
+from fitprobe.cli import entry
 
-main()
+entry()

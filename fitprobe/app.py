@@ -19,10 +19,13 @@ class UsageError(ValueError):
     """Bad option values (exit code 2)."""
 
 
-def error_band() -> float:
+def error_band():
+    """The measured error band (per component) that separates 'tight' from 'fits'."""
     from fitprobe.catalogs import data_path
+    from fitprobe.estimator.verdict import ErrorBand
 
-    return float(json.loads(data_path("error_band.json").read_text())["total_p90_abs_error"])
+    p90 = json.loads(data_path("error_band.json").read_text())["p90_abs_error"]
+    return ErrorBand(weights=p90["weights"], kv_cache=p90["kv_cache"], buffers=p90["buffers"])
 
 
 def catalog_hardware(gpu: str, count: int, *, usable_fraction: float, ram_bytes: int | None) -> Hardware:
@@ -146,7 +149,7 @@ def add_launch(sized: Sized, *, engine_option: str | None, requirements=None) ->
 
 def verdict_info(verdict, band: float | None = None) -> schema.VerdictInfo:
     return schema.VerdictInfo(error_band=error_band() if band is None else band, **verdict.model_dump(
-        include={"status", "margin_bytes", "utilization", "reason", "limiting"}))
+        include={"status", "margin_bytes", "utilization", "reason", "limiting", "uncertainty_bytes"}))
 
 
 def _format_notes(fmt: QuantFormat, result: PlanResult) -> list[str]:

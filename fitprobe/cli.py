@@ -93,6 +93,22 @@ def check(model, gpu, gpus, **opts):
     commands.run_check(model, gpu=gpu, gpus=gpus, **opts)
 
 
+def entry() -> None:
+    """Console entry point: no traceback ever reaches a user (FITPROBE_DEBUG=1 shows it)."""
+    import os
+
+    try:
+        main()
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except Exception as exc:  # a bug: say so in one line instead of a traceback
+        if os.environ.get("FITPROBE_DEBUG"):
+            raise
+        fail(f"internal error: {type(exc).__name__}: {exc} (set FITPROBE_DEBUG=1 for details)", 70)
+
+
 def _register_optional() -> None:
     """Commands that live in their own modules (kept out of start-up until invoked)."""
     from fitprobe.cmd_probe import probe_command

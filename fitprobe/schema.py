@@ -93,7 +93,10 @@ class VerdictInfo(BaseModel):
     utilization: float = Field(description="required / usable on the limiting device")
     reason: str
     limiting: str
-    error_band: float = Field(description="the estimate's measured p90 total error, used for 'tight'")
+    error_band: float = Field(description="measured p90 |error| of the dominant components (weights, KV cache)")
+    uncertainty_bytes: int = Field(
+        default=0, description="this plan's error band on the limiting device: each component's bytes times its "
+                               "measured p90 error (catalogs/data/error_band.json); a smaller margin is 'tight'")
 
 
 class PlanOutput(BaseModel):
