@@ -53,6 +53,11 @@ def render_plan(o: PlanOutput) -> str:
         f"  {'Utilization':<30}{v.utilization:>10.0%}",
         f"  weights: {m.weights_source}; GGUF/checkpoint size {gib(m.model_file_bytes)} GiB",
     ]
+    if o.speed is not None:
+        sp = o.speed
+        prefill = f", prefill ~{sp.prefill_tps:,.0f} tok/s, TTFT ({sp.prompt_tokens // 1024}K prompt) ~{sp.ttft_ms:,.0f} ms" \
+            if sp.prefill_tps and sp.ttft_ms else ""
+        lines.append(f"  speed: decode ~{sp.decode_tps:,.1f} tok/s per sequence ({sp.bound}-bound){prefill}")
     if len(m.per_device) > 1:
         lines.append("")
         lines.append(f"  {'Per device':<22}{'layers':>7}{'weights':>10}{'KV':>9}{'buffers':>9}{'total':>9}{'usable':>9}")
@@ -71,4 +76,4 @@ def render_plan(o: PlanOutput) -> str:
         lines.append(f"  {ctx_label(r.context):>9}{gib(r.kv_cache_bytes):>9}{gib(r.total_bytes):>9}  {STATUS[r.status]}{flag}")
     if o.notes:
         lines += ["", "Notes:"] + [f"  - {n}" for n in o.notes]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
