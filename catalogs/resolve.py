@@ -39,6 +39,12 @@ def _spec(config: dict, name: str, hf_id: str | None) -> ModelSpec:
         raise ResolveError(f"{name}: {exc}") from exc
 
 
+def _default_notes(spec: ModelSpec) -> list[str]:
+    if not spec.defaults_used:
+        return []
+    return [f"config.json omits {', '.join(spec.defaults_used)}: the {spec.architecture} defaults of transformers apply"]
+
+
 def _read_config(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
@@ -93,7 +99,8 @@ def _from_entry(entry: ModelEntry, quant: str | None, *, source: str = "bundled 
     if not entry.config:
         raise ResolveError(f"{entry.name}: bundled entry has no config.json")
     spec = _spec(entry.config, entry.name, entry.hf_id)
-    return ResolvedModel(spec=spec, source=source, entry=entry, requested_quant=quant, gguf_repo=entry.gguf_repo)
+    return ResolvedModel(spec=spec, source=source, entry=entry, requested_quant=quant, gguf_repo=entry.gguf_repo,
+                         notes=_default_notes(spec))
 
 
 def _from_hub(raw: str, *, token: str | None, revision: str | None) -> ResolvedModel:
@@ -195,7 +202,8 @@ def _hub_model(model, quant: str | None) -> ResolvedModel:
     if config is None:
         raise ResolveError(f"{model.repo_id} has no config.json or params.json to size from")
     spec = _spec(config, model.repo_id.split("/")[-1], model.repo_id)
-    resolved = ResolvedModel(spec=spec, source=source, requested_quant=quant, notes=list(model.notes))
+    resolved = ResolvedModel(spec=spec, source=source, requested_quant=quant,
+                             notes=list(model.notes) + _default_notes(spec))
     table = quant_table()
     if model.safetensors_params:
         exact = sum(n * _dtype_bytes(dt) for dt, n in model.safetensors_params.items())

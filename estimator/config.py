@@ -39,6 +39,14 @@ _TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": Tr
                 "cohere2": True, "gemma4": True, "gemma4_text": True, "lfm2": True, "minicpm": False}
 
 
+# transformers config-class defaults for keys that published configs omit because they equal the
+# default (Gemma 3 repos list only non-default text_config keys): Gemma3TextConfig.__init__.
+_FAMILY_DEFAULTS = {
+    "gemma3_text": {"vocab_size": 262_208, "max_position_embeddings": 131_072, "sliding_window_pattern": 6,
+                    "head_dim": 256, "num_key_value_heads": 4, "sliding_window": 4096},
+}
+
+
 def _first(cfg: dict, *keys: str) -> Any:
     for key in keys:
         if cfg.get(key) is not None:
@@ -165,6 +173,12 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None) -> Mo
             f"(supported: {', '.join(SUPPORTED)})"
         )
     cfg = _expand_block_types(arch, cfg)
+    defaults = {k: v for k, v in _FAMILY_DEFAULTS.get(arch, {}).items() if cfg.get(k) is None}
+    if defaults and not cfg.get("layer_types"):
+        cfg = {**cfg, **defaults}
+    elif defaults:
+        defaults.pop("sliding_window_pattern", None)
+        cfg = {**cfg, **defaults}
     r = _Reader(cfg, arch)
     n_layers = r.need("num_hidden_layers", "n_layer", "num_layers", "n_layers")
     hidden = r.need("hidden_size", "n_embd", "d_model", "dim")
@@ -204,6 +218,7 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None) -> Mo
         native_dtype=str(config.get("torch_dtype") or config.get("dtype") or cfg.get("torch_dtype") or "bfloat16"),
         prequant=_prequant(config) or _prequant(cfg),
         vision_params=vision_tower_params(vision),
+        defaults_used=sorted(defaults),
         mtp_layers=int(r.get("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", default=0) or 0),
     )
     kinds = _attention_pattern(arch, cfg, n_layers, r)

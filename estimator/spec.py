@@ -113,6 +113,7 @@ class ModelSpec(BaseModel):
     q_lora_rank: int = 0
     vision_params: int = 0
     native_dtype: str = "bfloat16"
+    defaults_used: list[str] = Field(default_factory=list, description="keys taken from the family's transformers defaults")
     prequant: PreQuant | None = None
 
     @property
