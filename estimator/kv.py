@@ -83,6 +83,38 @@ def kv_cache(spec: ModelSpec, settings: RunSettings, *, tensor_parallel: int = 1
     return _kv_ggml(spec, settings)
 
 
+def _sum_layers(spec: ModelSpec, e: float, *, cells, kv_heads, copies: int, index_e: float,
+                recurrent_each: int, v4) -> tuple[list[int], dict[str, float]]:
+    """Per-layer cache bytes by kind. The engine decides `cells(layer)` (cells held for the layer),
+    `kv_heads(layer)` (heads stored, summed over ranks), how many ranks hold a copy of an MLA latent,
+    and the DeepSeek V4 layout `v4(layer)` -> (window, compressed, indexer) bytes."""
+    per_layer, out = [], dict(full=0.0, windowed=0.0, latent=0.0, indexer=0.0, recurrent=0.0)
+    for layer in spec.layers:
+        b = 0.0
+        if spec.architecture == "deepseek_v4":
+            for kind, part in zip(("windowed", "latent", "indexer"), v4(layer)):
+                out[kind] += part
+                b += part
+        elif layer.attention in ("full", "sliding", "chunked"):
+            n = cells(layer)
+            if spec.mla is not None:
+                parts = {"latent": n * _row(spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim, e) * copies}
+                if spec.indexer is not None:
+                    parts["indexer"] = n * _row(spec.indexer.head_dim, index_e) * copies
+            else:
+                kd, vd = (layer.head_dim, layer.head_dim) if layer.head_dim else (spec.head_dim, spec.v_head_dim)
+                kind = "full" if layer.attention == "full" else "windowed"
+                parts = {kind: n * kv_heads(layer) * (_row(kd, e) + _row(vd, e))}
+            for kind, part in parts.items():
+                out[kind] += part
+                b += part
+        if layer.attention in ("mamba", "linear", "conv") or spec.architecture == "falcon_h1":
+            out["recurrent"] += recurrent_each
+            b += recurrent_each
+        per_layer.append(int(b))
+    return per_layer, out
+
+
 def _kv_ggml(spec: ModelSpec, st: RunSettings) -> KvCache:
     """llama.cpp / Ollama (same allocator) and MLX (no padding, rotating caches for windows)."""
     e = st.kv_bytes_per_element(spec.native_dtype)
@@ -90,89 +122,40 @@ def _kv_ggml(spec: ModelSpec, st: RunSettings) -> KvCache:
     mlx = st.engine == "mlx"
     seq_cells = st.context if mlx else _pad(st.context, LLAMA_CPP_PAD)
     cells_full = seq_cells * np_
-    per_layer, out = [], dict(full=0, windowed=0, latent=0, indexer=0, recurrent=0)
-    cells_window = 0
-    recurrent_each = recurrent_state_bytes(spec, np_, dtype_bytes=2.0 if mlx else 4.0)
-    falcon_h1 = spec.architecture == "falcon_h1"
-    for layer in spec.layers:
-        b = 0.0
-        if spec.architecture == "deepseek_v4":
-            win, comp, idx = _v4_layer(spec, layer, st.context, np_, e, paged=False)
-            out["windowed"] += win
-            out["latent"] += comp
-            out["indexer"] += idx
-            per_layer.append(int(win + comp + idx))
-            continue
-        if layer.attention in ("full", "sliding", "chunked"):
-            cells = cells_full
-            if layer.attention != "full" and layer.window:
-                if mlx:
-                    cells = min(st.context, layer.window) * np_
-                else:
-                    cells = np_ * min(seq_cells, _pad(layer.window + st.ubatch, LLAMA_CPP_PAD))
-                cells_window = cells
-            if spec.mla is not None:
-                lat = cells * _row(spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim, e)
-                out["latent"] += lat
-                b += lat
-                if spec.indexer is not None:
-                    idx = cells * _row(spec.indexer.head_dim, 2.0)
-                    out["indexer"] += idx
-                    b += idx
-            else:
-                kd, vd = (layer.head_dim, layer.head_dim) if layer.head_dim else (spec.head_dim, spec.v_head_dim)
-                kv = cells * (_row(layer.n_kv_heads * kd, e) + _row(layer.n_kv_heads * vd, e))
-                out["full" if layer.attention == "full" else "windowed"] += kv
-                b += kv
-        if layer.attention in ("mamba", "linear", "conv") or falcon_h1:
-            out["recurrent"] += recurrent_each
-            b += recurrent_each
-        per_layer.append(int(b))
-    return KvCache(total=sum(per_layer), per_layer=per_layer, cells_full=cells_full, cells_window=cells_window,
-                   **{k: int(v) for k, v in out.items()})
+
+    def cells(layer) -> int:
+        if layer.attention == "full" or not layer.window:
+            return cells_full
+        if mlx:
+            return min(st.context, layer.window) * np_
+        return np_ * min(seq_cells, _pad(layer.window + st.ubatch, LLAMA_CPP_PAD))
+
+    windowed = [cells(layer) for layer in spec.layers if layer.attention in ("sliding", "chunked")]
+    per_layer, out = _sum_layers(
+        spec, e, cells=cells, kv_heads=lambda layer: layer.n_kv_heads, copies=1, index_e=2.0,
+        recurrent_each=recurrent_state_bytes(spec, np_, dtype_bytes=2.0 if mlx else 4.0),
+        v4=lambda layer: _v4_layer(spec, layer, st.context, np_, e, paged=False))
+    return KvCache(total=sum(per_layer), per_layer=per_layer, cells_full=cells_full,
+                   cells_window=windowed[-1] if windowed else 0, **{k: int(v) for k, v in out.items()})
 
 
 def _kv_paged(spec: ModelSpec, st: RunSettings, tp: int, batched: int) -> KvCache:
     """vLLM / SGLang: paged blocks; the numbers are summed over the TP ranks."""
     e = st.kv_bytes_per_element(spec.native_dtype)
     blocks_full = ceil(st.context / VLLM_BLOCK)
-    per_layer, out = [], dict(full=0, windowed=0, latent=0, indexer=0, recurrent=0)
-    cells_window = 0
+
+    def cells(layer) -> int:
+        tokens = blocks_full * VLLM_BLOCK
+        if layer.attention != "full" and layer.window and st.engine == "vllm":
+            span = min(layer.window - 1 + batched, st.context)
+            tokens = (ceil(span / VLLM_BLOCK) + (1 if layer.attention == "sliding" else 0)) * VLLM_BLOCK
+        return tokens * st.batch
+
+    windowed = [cells(layer) for layer in spec.layers if layer.attention in ("sliding", "chunked")]
     state_dtype = 2.0 if "16" in spec.native_dtype or "bfloat" in spec.native_dtype else 4.0
-    recurrent_each = recurrent_state_bytes(spec, st.batch, dtype_bytes=state_dtype) * tp
-    for layer in spec.layers:
-        b = 0.0
-        if spec.architecture == "deepseek_v4":
-            win, comp, idx = (x * tp for x in _v4_layer(spec, layer, st.context, st.batch, e, paged=True))
-            out["windowed"] += win
-            out["latent"] += comp
-            out["indexer"] += idx
-            per_layer.append(int(win + comp + idx))
-            continue
-        if layer.attention in ("full", "sliding", "chunked"):
-            tokens = blocks_full * VLLM_BLOCK
-            if layer.attention != "full" and layer.window and st.engine == "vllm":
-                span = min(layer.window - 1 + batched, st.context)
-                tokens = (ceil(span / VLLM_BLOCK) + (1 if layer.attention == "sliding" else 0)) * VLLM_BLOCK
-                cells_window = tokens * st.batch
-            tokens *= st.batch
-            if spec.mla is not None:
-                lat = tokens * _row(spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim, e) * tp
-                out["latent"] += lat
-                b += lat
-                if spec.indexer is not None:
-                    idx = tokens * _row(spec.indexer.head_dim, e) * tp
-                    out["indexer"] += idx
-                    b += idx
-            else:
-                heads_per_rank = max(1, layer.n_kv_heads // tp)
-                kd, vd = (layer.head_dim, layer.head_dim) if layer.head_dim else (spec.head_dim, spec.v_head_dim)
-                kv = tokens * heads_per_rank * tp * (_row(kd, e) + _row(vd, e))
-                out["full" if layer.attention == "full" else "windowed"] += kv
-                b += kv
-        if layer.attention in ("mamba", "linear", "conv") or spec.architecture == "falcon_h1":
-            out["recurrent"] += recurrent_each
-            b += recurrent_each
-        per_layer.append(int(b))
+    per_layer, out = _sum_layers(
+        spec, e, cells=cells, kv_heads=lambda layer: max(1, layer.n_kv_heads // tp) * tp, copies=tp, index_e=e,
+        recurrent_each=recurrent_state_bytes(spec, st.batch, dtype_bytes=state_dtype) * tp,
+        v4=lambda layer: tuple(x * tp for x in _v4_layer(spec, layer, st.context, st.batch, e, paged=True)))
     return KvCache(total=sum(per_layer), per_layer=per_layer, cells_full=blocks_full * VLLM_BLOCK * st.batch,
-                   cells_window=cells_window, **{k: int(v) for k, v in out.items()})
+                   cells_window=windowed[-1] if windowed else 0, **{k: int(v) for k, v in out.items()})

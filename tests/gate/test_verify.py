@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from fitprobe.cli import main
 from fitprobe.verify import compare, parse_output, run_fit_params
 
-from .helpers import make_input
+from planhelpers import make_input
 
 FIXTURE = Path(__file__).parent / "fixtures" / "fit_params_readme.txt"
 

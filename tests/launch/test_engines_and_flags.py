@@ -6,7 +6,7 @@ from fitprobe.catalogs.engine_flags import check_flags, load_engine_flags
 from fitprobe.catalogs.models import load_models
 from fitprobe.estimator.launch import engines_for, mlx, plan_all
 
-from .helpers import flag, make_input
+from planhelpers import flag, make_input
 
 DEVICES = [("RTX 3060", 1), ("RTX 4090", 1), ("H100 SXM", 1), ("H100 SXM", 8), ("M4 Max", 1), ("cpu", 1)]
 

@@ -1,7 +1,7 @@
 """llama.cpp / Ollama flag choice: full offload, KV quantization, partial offload, MoE expert offload, RPC."""
 from fitprobe.estimator.launch import llama_cpp, ollama
 
-from .helpers import flag, make_input
+from planhelpers import flag, make_input
 
 
 def test_fits_everything_on_gpu_with_context_as_asked():

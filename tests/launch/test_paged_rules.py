@@ -4,7 +4,7 @@ import pytest
 from fitprobe.estimator.launch import sglang, vllm
 from fitprobe.estimator.launch.vllm import valid_tp
 
-from .helpers import flag, make_input
+from planhelpers import flag, make_input
 
 
 @pytest.mark.parametrize("tp,ok", [(1, True), (2, True), (4, True), (8, True), (3, False), (6, False), (16, True)])
