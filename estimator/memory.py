@@ -20,6 +20,8 @@ from .spec import ModelSpec
 
 
 class DeviceUsage(BaseModel):
+    """One device's share of a plan (the layer split of llama.cpp, a TP rank of vLLM/SGLang)."""
+
     name: str
     weights_bytes: int
     kv_cache_bytes: int

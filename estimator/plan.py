@@ -1,7 +1,7 @@
 """One sizing run: the breakdown and verdict, the quantization matrix, the context-scaling table."""
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .hardware import Hardware
 from .memory import MemoryBreakdown, estimate
@@ -14,22 +14,26 @@ SCALING_CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
 
 
 class MatrixRow(BaseModel):
+    """One quantization format at the asked context (the seed pages' quantization matrix)."""
+
     quant: str
     label: str
-    engine: str
-    weights_bytes: int
+    engine: str = Field(description="the engine sized: the chosen one, or vLLM for checkpoint formats llama.cpp cannot load")
+    weights_bytes: int = Field(description="weights, accelerators and host RAM together")
     kv_cache_bytes: int
-    total_bytes: int
+    total_bytes: int = Field(description="weights + KV + buffers, accelerators and host RAM together")
     status: Status
-    weights_source: str  # "formula", "real file size", "exact from checkpoint"
+    weights_source: str = Field(description="formula, approximate formula, real file size, exact from checkpoint")
 
 
 class ScalingRow(BaseModel):
+    """The chosen format at one context length."""
+
     context: int
     kv_cache_bytes: int
     total_bytes: int
     status: Status
-    beyond_model_max: bool = False  # longer than max_position_embeddings: needs RoPE scaling
+    beyond_model_max: bool = Field(default=False, description="longer than max_position_embeddings: needs RoPE scaling")
 
 
 class PlanResult(BaseModel):

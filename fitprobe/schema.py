@@ -26,48 +26,48 @@ SCHEMA_VERSION = "1.0"
 
 class ModelInfo(BaseModel):
     id: str = Field(description="catalog name, HF id or file the model was resolved from")
-    hf_id: str | None = None
+    hf_id: str | None = Field(default=None, description="Hugging Face repo id of the checkpoint, when known")
     source: str = Field(description="bundled catalog, Hugging Face Hub, HF cache, local file")
     architecture: str = Field(description="config.json model_type of the language model")
     params_total: int = Field(description="parameters in the checkpoint: language model + vision tower + MTP layers")
     params_text: int = Field(description="parameters of the language model an engine loads for decoding")
     params_active: int = Field(description="parameters touched per token (routed experts counted k/E)")
-    params_vision: int = 0
-    n_layers: int
-    max_context: int
+    params_vision: int = Field(default=0, description="vision tower parameters (counted in params_total)")
+    n_layers: int = Field(description="decoder blocks (num_hidden_layers)")
+    max_context: int = Field(description="max_position_embeddings of the config")
     attention: str = Field(description="attention layout: full / sliding / chunked / MLA / linear / Mamba counts")
-    published_params: int | None = None
+    published_params: int | None = Field(default=None, description="the publisher's stated size (bundled catalog)")
 
 
 class SettingsInfo(BaseModel):
-    quant: str
-    context: int
-    kv_cache_dtype: str
-    batch: int
-    engine: str
-    ubatch: int
-    flash_attention: bool
-    gpu_layers: int | None
-    gpu_memory_utilization: float
+    quant: str = Field(description="quantization format sized (catalogs/data/quant_formats.json)")
+    context: int = Field(description="tokens per sequence")
+    kv_cache_dtype: str = Field(description="f16, bf16, fp8, q8_0, q4_0 or auto (the model's dtype)")
+    batch: int = Field(description="concurrent sequences, each with the full context")
+    engine: str = Field(description="llama.cpp, vllm, sglang, ollama or mlx: whose allocator was modelled")
+    ubatch: int = Field(description="llama.cpp micro-batch the compute buffer is sized for")
+    flash_attention: bool = Field(description="llama.cpp flash attention (without it the compute buffer grows with context)")
+    gpu_layers: int | None = Field(description="llama.cpp -ngl (counts the output layer); null = all")
+    gpu_memory_utilization: float = Field(description="vLLM's share of each GPU")
 
 
 class DeviceInfo(BaseModel):
     name: str
-    memory_bytes: int
-    usable_bytes: int
-    free_bytes: int | None = None
-    bandwidth_gbs: float | None = None
-    catalog_key: str | None = None
+    memory_bytes: int = Field(description="physical memory")
+    usable_bytes: int = Field(description="what the model may use: usable share, hard caps, engine share")
+    free_bytes: int | None = Field(default=None, description="free right now (probed devices)")
+    bandwidth_gbs: float | None = Field(default=None, description="memory bandwidth, GB/s (catalog or derived from the probe)")
+    catalog_key: str | None = Field(default=None, description="matching entry of catalogs/data/gpus.json")
     readings: dict[str, Any] = Field(default_factory=dict, description="probed readings with their sources")
 
 
 class HardwareInfo(BaseModel):
-    name: str
+    name: str = Field(description="'2x RTX 4090', 'RTX 3090 + RTX 4090', 'CPU only'")
     count: int = Field(description="number of accelerators (0 = CPU only)")
     memory_bytes: int = Field(description="physical accelerator memory, all devices")
     usable_bytes: int = Field(description="memory the model may use, all devices (usable share, caps, engine share)")
-    usable_fraction: float
-    system_ram_bytes: int | None = None
+    usable_fraction: float = Field(description="share of physical memory treated as usable (--usable)")
+    system_ram_bytes: int | None = Field(default=None, description="host RAM for offload (probed, cgroup-capped, or --ram-gib)")
     source: str = Field(description="'catalog' (named with --gpu) or 'probe'")
     devices: list[DeviceInfo] = Field(default_factory=list)
 
@@ -82,17 +82,17 @@ class MemoryInfo(BaseModel):
     host_buffers_bytes: int
     model_file_bytes: int = Field(description="all language-model weights at this quant (GGUF file / checkpoint size)")
     weights_source: str = Field(description="formula, real file size, exact from checkpoint / GGUF header")
-    gpu_layers: int
+    gpu_layers: int = Field(description="decoder blocks on accelerators")
     kv_detail: dict[str, int] = Field(description="KV split: full, windowed, latent, indexer, recurrent; cells")
-    per_device: list[DeviceUsage]
+    per_device: list[DeviceUsage] = Field(description="the split over devices (layers, weights, KV, buffers, usable)")
 
 
 class VerdictInfo(BaseModel):
     status: str = Field(description="fits | tight | exceeds")
     margin_bytes: int = Field(description="usable minus required on the limiting device (negative = short)")
     utilization: float = Field(description="required / usable on the limiting device")
-    reason: str
-    limiting: str
+    reason: str = Field(description="one sentence: what decides the verdict")
+    limiting: str = Field(description="the device (or 'system RAM') with the smallest relative margin")
     error_band: float = Field(description="measured p90 |error| of the dominant components (weights, KV cache)")
     uncertainty_bytes: int = Field(
         default=0, description="this plan's error band on the limiting device: each component's bytes times its "
@@ -101,7 +101,7 @@ class VerdictInfo(BaseModel):
 
 class PlanOutput(BaseModel):
     schema_version: str = SCHEMA_VERSION
-    command: str
+    command: str = Field(description="plan, check or report")
     model: ModelInfo
     settings: SettingsInfo
     hardware: HardwareInfo
@@ -111,7 +111,7 @@ class PlanOutput(BaseModel):
         default=None, description="check only: fit right now, against free memory (other processes counted)")
     matrix: list[MatrixRow] = Field(description="every quantization format at this context")
     scaling: list[ScalingRow] = Field(description="4K..128K and the model's maximum context at this quant")
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="what was probed, assumed or approximated")
     launch: dict[str, LaunchPlan] = Field(
         default_factory=dict, description="per engine shown (llama.cpp, ollama, vllm, sglang, mlx): the command, "
                                           "each flag with its reason, and whether that configuration fits")

@@ -120,3 +120,13 @@ def test_python_m_entry_point():
     proc = subprocess.run([sys.executable, "-m", "fitprobe", "plan", "qwen3-0.6b", "--gpu", "T4", "--json"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and json.loads(proc.stdout)["verdict"]["status"] == "fits"
+
+
+def test_contract_doc_is_current():
+    """docs/json-contract.md is generated from PlanOutput; regenerate with scripts/contract_doc.py."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, str(root / "scripts" / "contract_doc.py"), "--check"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
