@@ -73,7 +73,10 @@ def judge(mem: MemoryBreakdown, hw: Hardware, *, error_band: float, min_margin_b
     host_need = mem.host_total_bytes
     if host_need and hw.system_ram_bytes:
         ram = hw.ram_available_bytes if now and hw.ram_available_bytes is not None else hw.system_ram_bytes
-        candidates.append((host_need, int(min(ram, hw.system_ram_bytes * hw.usable_fraction)), "system RAM",
+        ram_usable = int(min(ram, hw.system_ram_bytes * hw.usable_fraction))
+        if hw.devices and all(d.unified_memory for d in hw.devices):
+            ram_usable -= sum(d.total_bytes for d in mem.per_device)  # one pool: the GPU's share is not free RAM
+        candidates.append((host_need, max(ram_usable, 0), "system RAM",
                            band_bytes(error_band, host_need, mem.host_weights_bytes, mem.host_kv_cache_bytes,
                                       mem.host_buffers_bytes)))
     if not candidates:

@@ -99,3 +99,23 @@ def test_deepseek_v4_compressed_cache_vllm(spec_of):
     kv = kv_cache(spec_of("deepseek-v4-flash"), st)
     per_token = (kv.latent + kv.indexer) / 1_048_576
     assert per_token == pytest.approx(3850, rel=0.001)  # 21 x 179 + 20 x 4.5625 B (vLLM fp8 entries)
+
+
+def test_unified_memory_is_one_pool(spec_of):
+    from fitprobe.catalogs.quants import quant_table
+    from fitprobe.estimator.hardware import Device, Hardware
+    from fitprobe.estimator.memory import estimate
+    from fitprobe.estimator.verdict import judge
+
+    gib = 1 << 30
+    spec, table = spec_of("llama-3.1-8b-instruct"), quant_table()
+    mem = estimate(spec, table.find("Q4_K_M"), table, llama(context=8192, gpu_layers=20),
+                   Hardware(devices=[Device(name="apple", kind="apple", memory_bytes=16 * gib,
+                                            usable_cap_bytes=int(10.7 * gib), unified_memory=True)]))
+    separate = Hardware(devices=[Device(name="gpu", memory_bytes=16 * gib, usable_cap_bytes=int(10.7 * gib))],
+                        system_ram_bytes=int(5.5 * gib))
+    unified = Hardware(devices=[Device(name="apple", kind="apple", memory_bytes=16 * gib,
+                                       usable_cap_bytes=int(10.7 * gib), unified_memory=True)],
+                       system_ram_bytes=int(5.5 * gib))
+    assert judge(mem, separate, error_band=0.01).status != "exceeds"
+    assert judge(mem, unified, error_band=0.01).status == "exceeds"  # the GPU share is the same RAM
