@@ -71,11 +71,14 @@ def judge(mem: MemoryBreakdown, hw: Hardware, *, error_band: float, min_margin_b
         candidates.append((dev.total_bytes, dev.usable_bytes, dev.name,
                            band_bytes(error_band, dev.total_bytes, dev.weights_bytes, dev.kv_cache_bytes, dev.buffers_bytes)))
     host_need = mem.host_total_bytes
-    if host_need and hw.system_ram_bytes:
-        ram = hw.ram_available_bytes if now and hw.ram_available_bytes is not None else hw.system_ram_bytes
-        ram_usable = int(min(ram, hw.system_ram_bytes * hw.usable_fraction))
-        if hw.devices and all(d.unified_memory for d in hw.devices):
-            ram_usable -= sum(d.total_bytes for d in mem.per_device)  # one pool: the GPU's share is not free RAM
+    unified = bool(hw.devices) and all(d.unified_memory for d in hw.devices)
+    # On unified memory the host side and the GPU share one pool: the device's own RAM.
+    ram_total = hw.devices[0].memory_bytes if unified else hw.system_ram_bytes
+    if host_need and ram_total:
+        ram = hw.ram_available_bytes if now and hw.ram_available_bytes is not None else ram_total
+        ram_usable = int(min(ram, ram_total * hw.usable_fraction))
+        if unified:
+            ram_usable -= sum(d.total_bytes for d in mem.per_device)  # the GPU's share is not free RAM
         candidates.append((host_need, max(ram_usable, 0), "system RAM",
                            band_bytes(error_band, host_need, mem.host_weights_bytes, mem.host_kv_cache_bytes,
                                       mem.host_buffers_bytes)))

@@ -109,13 +109,11 @@ def test_unified_memory_is_one_pool(spec_of):
 
     gib = 1 << 30
     spec, table = spec_of("llama-3.1-8b-instruct"), quant_table()
-    mem = estimate(spec, table.find("Q4_K_M"), table, llama(context=8192, gpu_layers=20),
-                   Hardware(devices=[Device(name="apple", kind="apple", memory_bytes=16 * gib,
-                                            usable_cap_bytes=int(10.7 * gib), unified_memory=True)]))
-    separate = Hardware(devices=[Device(name="gpu", memory_bytes=16 * gib, usable_cap_bytes=int(10.7 * gib))],
-                        system_ram_bytes=int(5.5 * gib))
-    unified = Hardware(devices=[Device(name="apple", kind="apple", memory_bytes=16 * gib,
-                                       usable_cap_bytes=int(10.7 * gib), unified_memory=True)],
-                       system_ram_bytes=int(5.5 * gib))
+    apple = Device(name="apple", kind="apple", memory_bytes=6 * gib, usable_cap_bytes=4 * gib, unified_memory=True)
+    unified = Hardware(devices=[apple])
+    mem = estimate(spec, table.find("Q4_K_M"), table, llama(context=8192, gpu_layers=12), unified)
+    separate = Hardware(devices=[Device(name="gpu", memory_bytes=6 * gib, usable_cap_bytes=4 * gib)],
+                        system_ram_bytes=6 * gib)
+    assert mem.host_total_bytes < 5.7 * gib < mem.host_total_bytes + mem.total_bytes
     assert judge(mem, separate, error_band=0.01).status != "exceeds"
-    assert judge(mem, unified, error_band=0.01).status == "exceeds"  # the GPU share is the same RAM
+    assert judge(mem, unified, error_band=0.01).status == "exceeds"  # the GPU share is the same 6 GiB
