@@ -82,3 +82,23 @@ def test_nemotron_pattern(spec_of):
 def test_prequantized_checkpoint(spec_of):
     assert spec_of("gpt-oss-20b").prequant.method == "mxfp4"
     assert spec_of("deepseek-v4-flash").prequant.expert_bpw == 4.25
+
+
+def test_glm45_air_layout_from_published_dimensions():
+    """No verbatim GLM-4.5-Air config.json was found to bundle; the glm4_moe path is checked with the
+    dimensions of zai-org's own training scripts (Megatron args of 'glm4.5-106B-A12B': 46 layers, 1 dense,
+    hidden 4096, 96 heads, 8 query groups x 128, FFN 10944, 128 experts of 1408 + a 1408 shared expert,
+    top-8, vocab 151552, QKV bias) against the published 106B total / 12B active."""
+    from fitprobe.estimator.tensors import param_counts
+
+    cfg = {"model_type": "glm4_moe", "num_hidden_layers": 46, "hidden_size": 4096, "num_attention_heads": 96,
+           "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 10944, "moe_intermediate_size": 1408,
+           "n_routed_experts": 128, "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 1,
+           "vocab_size": 151552, "attention_bias": True, "max_position_embeddings": 131072,
+           "tie_word_embeddings": False, "num_nextn_predict_layers": 1}
+    spec = spec_from_config(cfg, name="glm-4.5-air-dims")
+    counts = param_counts(spec)
+    assert counts.text == pytest.approx(106e9, rel=0.02)
+    # like gpt-oss's card, the published active count leaves out the input-embedding lookup
+    assert counts.active - 151552 * 4096 == pytest.approx(12e9, rel=0.08)
+    assert [layer.ffn for layer in spec.layers[:2]] == ["dense", "moe"]
