@@ -12,7 +12,7 @@ import math
 
 from pydantic import BaseModel, Field
 
-from .launch.common import (MIN_USEFUL_CONTEXT, LaunchInput, ctx_text, gib, largest_fitting, size,
+from .launch.common import (MIN_USEFUL_CONTEXT, LaunchInput, cap_context, ctx_text, gib, largest_fitting, size,
                             smallest_fitting)
 
 MAX_EXTRA_GPUS = 64
@@ -34,9 +34,20 @@ _ORDER = {"kv_cache": 0, "context": 1, "quant": 2, "offload": 3, "gpus": 4, "nod
 
 def find_fixes(inp: LaunchInput, *, launch=None) -> list[Fix]:
     """Fixes for settings that do not fit on `inp.hw`. `launch` (engine -> LaunchPlan) supplies the
-    offload lever already searched by the planners."""
-    st, fmt, engine = inp.settings, inp.fmt, inp.settings.engine
+    offload lever already searched by the planners. A context beyond the model's maximum is cut to
+    that maximum first: no fix can serve more than the model was built for."""
     fixes: list[Fix] = []
+    capped_st, capped = cap_context(inp, inp.settings, inp.settings.engine)
+    if capped:
+        asked = inp.settings.context
+        inp = LaunchInput(**{**inp.__dict__, "settings": capped_st})
+        s = size(inp, inp.fmt, capped_st)
+        if s.ok:
+            return [Fix(axis="context", change=f"context {ctx_text(capped_st.context)} (the model's maximum) instead of "
+                                               f"{ctx_text(asked)}", value=str(capped_st.context),
+                        status=s.verdict.status, total_bytes=s.mem.total_bytes, rank=1,
+                        cost="none beyond the cut: the model was not trained for a longer context")]
+    st, fmt, engine = inp.settings, inp.fmt, inp.settings.engine
     kv_types = {"llama.cpp": ["q8_0", "q4_0"], "ollama": ["q8_0", "q4_0"], "vllm": ["fp8"], "sglang": ["fp8"]}.get(engine, [])
     if st.kv_cache_dtype in ("f16", "bf16", "auto", "f32"):
         for kv in kv_types:

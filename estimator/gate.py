@@ -70,7 +70,8 @@ def evaluate(req: Requirements, plan: LaunchPlan, *, tps: tuple[float | None, st
         checks.append(Check(name="context", required=str(req.context), actual=str(plan.context),
                             passed=plan.fits and plan.context >= req.context,
                             reason=f"the plan serves {ctx_text(plan.context)} tokens per sequence"
-                            + ("" if plan.fits else " but does not fit")))
+                            + ("" if plan.fits else " but does not fit")
+                            + "".join(f"; {n}" for n in plan.notes if n.startswith("capped at"))))
     if req.min_margin_bytes:
         checks.append(Check(name="margin", required=str(req.min_margin_bytes), actual=str(plan.margin_bytes),
                             passed=plan.margin_bytes >= req.min_margin_bytes,

@@ -134,6 +134,36 @@ def smallest_fitting(lo: int, hi: int, fits: Callable[[int], bool]) -> int | Non
     return lo
 
 
+def model_max_context(spec: ModelSpec) -> int | None:
+    """The longest context the checkpoint declares (max_position_embeddings); None when unknown
+    (the config parser stores 1 when the key is missing)."""
+    return spec.max_context if spec.max_context and spec.max_context > 1 else None
+
+
+def cap_context(inp: LaunchInput, st: RunSettings, engine: str) -> tuple[RunSettings, str | None]:
+    """Settings with the context cut to the model's maximum, and the reason, when more was asked.
+
+    vLLM and SGLang refuse a --max-model-len / --context-length above the derived maximum
+    (vllm/config ModelConfig: "User-specified max_model_len ... is greater than the derived
+    max_model_len"); llama.cpp runs past n_ctx_train but warns that the model was not trained for it.
+    """
+    limit = model_max_context(inp.spec)
+    if limit is None or st.context <= limit:
+        return st, None
+    why = {"vllm": "vLLM refuses a longer --max-model-len", "sglang": "SGLang refuses a longer --context-length",
+           "llama.cpp": "llama.cpp would run past the trained context (its own warning) and quality breaks down",
+           "ollama": "Ollama's runner would run past the trained context and quality breaks down",
+           "mlx": "past it the model was not trained"}.get(engine, "past it the model was not trained")
+    return (st.model_copy(update={"context": limit}),
+            f"capped at {limit:,} tokens, the model's maximum context (max_position_embeddings); "
+            f"{st.context:,} was asked and {why}")
+
+
+def unified(hw: Hardware) -> bool:
+    """One memory pool (Apple silicon): moving layers or experts to the CPU frees nothing."""
+    return bool(hw.devices) and all(d.unified_memory for d in hw.devices)
+
+
 def gib(n: float) -> str:
     return f"{n / GIB:.1f} GiB"
 

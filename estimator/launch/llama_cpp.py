@@ -13,8 +13,8 @@ import math
 
 from ..memory import MemoryBreakdown
 from ..quant import WeightBytes
-from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, ctx_text, engine_format,
-                     gib, largest_fitting, plan_from, rejudge, render, size, smallest_fitting)
+from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, cap_context, ctx_text,
+                     engine_format, gib, largest_fitting, plan_from, rejudge, render, size, smallest_fitting, unified)
 
 PAD = 256  # llama.cpp pads the context to 256 cells
 RPC_PORT = 50052  # rpc-server's default endpoint port (tools/rpc/README.md)
@@ -64,6 +64,10 @@ def plan(inp: LaunchInput) -> LaunchPlan:
     w, _ = inp.sizer.weights(fmt)
     notes = [fmt_note] if fmt_note else []
     reasons: dict[str, str] = {}
+    base, capped = cap_context(inp, base, engine)
+    if capped:
+        reasons["ctx"] = capped
+        notes.append(capped)
     st, sized, cpu_moe = base, size(inp, fmt, base), 0
     if not sized.ok and not inp.kv_explicit and kv in ("f16", "bf16"):
         q8 = base.model_copy(update={"kv_cache_dtype": "q8_0"})
@@ -72,7 +76,10 @@ def plan(inp: LaunchInput) -> LaunchPlan:
             reasons["kv"] = (f"KV pressure decides fit: the {kv} cache ({gib(sized.mem.kv.total)}) does not fit beside "
                              f"the weights; at q8_0 it is {gib(s8.mem.kv.total)} and the plan fits")
             st, sized = q8, s8
-    if not sized.ok and hw.devices:
+    if not sized.ok and hw.devices and unified(hw):
+        notes.append("unified memory: the GPU and the CPU share one pool, so moving layers or experts to the "
+                     "CPU frees nothing; only a shorter context or a smaller quant helps")
+    elif not sized.ok and hw.devices:
         st, sized, cpu_moe = _offload(inp, fmt, base, w, reasons)
     if not sized.ok:
         st, sized = _shorter_context(inp, fmt, st, sized, reasons, notes)

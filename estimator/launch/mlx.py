@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from .common import MIB, Flag, LaunchInput, LaunchPlan, Sized, gib, plan_from, rejudge, shell_join, size
+from .common import MIB, Flag, LaunchInput, LaunchPlan, Sized, cap_context, gib, plan_from, rejudge, shell_join, size
 
 
 def mlx_bits(fmt_name: str) -> int | None:
@@ -32,6 +32,9 @@ def plan(inp: LaunchInput) -> LaunchPlan:
     notes: list[str] = []
     kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("f16", "bf16") else "f16"
     st = inp.settings.model_copy(update={"engine": engine, "kv_cache_dtype": kv, "gpu_layers": None})
+    st, capped = cap_context(inp, st, engine)
+    if capped:
+        notes.append(capped)
     sized = size(inp, fmt, st)
     setup: list[str] = []
     bits = mlx_bits(fmt.name)

@@ -1,14 +1,22 @@
 """Ollama: server environment (context, parallel, flash attention, KV type) and the model to run.
 
 Ollama runs llama.cpp and picks the GPU layers itself, so the plan sets what it cannot guess:
-OLLAMA_CONTEXT_LENGTH / num_ctx (Ollama's default context is small: 4096, or tiered by VRAM),
+OLLAMA_CONTEXT_LENGTH / num_ctx (Ollama's default: 4096, or tiered by VRAM since v0.15.5),
 OLLAMA_NUM_PARALLEL (total context = num_ctx x parallel), OLLAMA_FLASH_ATTENTION (required for a
 quantized KV cache) and OLLAMA_KV_CACHE_TYPE=q8_0 when the cache decides fit (FORMULAS.md §3.6;
 envconfig/config.go). Partial offload is reported as the layer count Ollama will land near.
 """
 from __future__ import annotations
 
-from .common import Flag, LaunchInput, LaunchPlan, ctx_text, engine_format, gib, largest_fitting, plan_from, size, shell_join
+from .common import (GIB, Flag, LaunchInput, LaunchPlan, cap_context, ctx_text, engine_format, gib, largest_fitting,
+                     plan_from, shell_join, size, unified)
+
+
+def default_context(hw) -> int:
+    """Ollama's own num_ctx when none is set: tiered by total VRAM since v0.15.5 (server/routes.go,
+    FORMULAS.md §3.6): < 23 GiB -> 4096, 23-47 GiB -> 32768, >= 47 GiB -> 262144."""
+    vram = sum(d.memory_bytes for d in hw.devices) / GIB
+    return 4096 if vram < 23 else 32768 if vram < 47 else 262144
 
 
 def plan(inp: LaunchInput) -> LaunchPlan:
@@ -18,6 +26,9 @@ def plan(inp: LaunchInput) -> LaunchPlan:
     kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("f16", "q8_0", "q4_0") else "f16"
     base = inp.settings.model_copy(update={"engine": engine, "quant": fmt.name, "flash_attention": True,
                                            "kv_cache_dtype": kv, "gpu_layers": None if inp.hw.devices else 0})
+    base, capped = cap_context(inp, base, engine)
+    if capped:
+        notes.append(capped)
     st, sized = base, size(inp, fmt, base)
     kv_reason = None
     if not sized.ok and not inp.kv_explicit and kv == "f16":
@@ -28,7 +39,10 @@ def plan(inp: LaunchInput) -> LaunchPlan:
                          f"weights; q8_0 ({gib(s8.mem.kv.total)}) does")
             st, sized = q8, s8
     n = inp.spec.n_layers
-    if not sized.ok and inp.hw.devices:
+    if not sized.ok and unified(inp.hw):
+        notes.append("unified memory: moving layers to the CPU frees nothing (one pool); only a shorter context "
+                     "or a smaller quant helps")
+    elif not sized.ok and inp.hw.devices:
         g = largest_fitting(0, n, lambda x: size(inp, fmt, st.model_copy(update={"gpu_layers": x})).ok)
         if g is not None:
             st = st.model_copy(update={"gpu_layers": g})
@@ -36,10 +50,18 @@ def plan(inp: LaunchInput) -> LaunchPlan:
             notes.append(f"does not fit on the GPU: Ollama offloads layers itself; about {g} of {n + 1} layers fit "
                          f"(the rest run on the CPU: slow)")
     B = st.batch
+    default = default_context(inp.hw)
+    if capped:
+        ctx_reason = capped
+    elif st.context == default:
+        ctx_reason = f"{ctx_text(st.context)} per sequence as asked (also Ollama's default on this much VRAM; set so it is not left to the tiering)"
+    else:
+        ctx_reason = (f"{ctx_text(st.context)} per sequence as asked; Ollama's own default here would be "
+                      f"{ctx_text(default)} (tiered by total VRAM since v0.15.5)")
     env = {"OLLAMA_CONTEXT_LENGTH": str(st.context), "OLLAMA_NUM_PARALLEL": str(B), "OLLAMA_FLASH_ATTENTION": "1"}
     flags = [
         Flag(flag="OLLAMA_CONTEXT_LENGTH", value=str(st.context),
-             reason=f"{ctx_text(st.context)} per sequence as asked; Ollama's default is much smaller"),
+             reason=ctx_reason),
         Flag(flag="num_ctx", value=str(st.context),
              reason="the same per model: PARAMETER num_ctx in a Modelfile, or options.num_ctx in an API call"),
         Flag(flag="OLLAMA_NUM_PARALLEL", value=str(B),

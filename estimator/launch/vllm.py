@@ -14,16 +14,20 @@ import math
 from ..hardware import Hardware
 from ..memory import MemoryBreakdown
 from ..spec import ModelSpec
-from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, ctx_text, engine_format, gib,
-                     largest_fitting, plan_from, rejudge, render, size, smallest_fitting)
+from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, cap_context, ctx_text, engine_format,
+                     gib, largest_fitting, plan_from, rejudge, render, size, smallest_fitting)
 
 BLOCK = 16  # vLLM's default KV block on CUDA
 RAY_PORT = 6379
 
 
 def valid_tp(spec: ModelSpec, tp: int) -> bool:
-    """vLLM accepts this tensor-parallel size for the model's attention heads."""
+    """vLLM accepts this tensor-parallel size: attention heads, KV heads and the dense MLP width split
+    evenly (ColumnParallelLinear shards intermediate_size with vllm.distributed.utils.divide, which
+    asserts divisibility: Qwen2-1.5B's 8960 fails at TP 6 although its 12 heads split)."""
     if tp < 1 or spec.n_heads % tp:
+        return False
+    if spec.intermediate_size and spec.intermediate_size % tp:
         return False
     if spec.mla is not None:
         return True  # MLA: one latent per rank, no KV-head split
@@ -108,6 +112,9 @@ def plan(inp: LaunchInput, engine: str = "vllm") -> LaunchPlan:
     notes = [fmt_note] if fmt_note else []
     kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("auto", "f16", "bf16", "fp8") else "auto"
     base = inp.settings.model_copy(update={"engine": engine, "quant": fmt.name, "kv_cache_dtype": kv, "gpu_layers": None})
+    base, capped = cap_context(inp, base, engine)
+    if capped:
+        notes.append(capped)
     if not inp.hw.devices:
         sized = size(inp, fmt, base)
         notes.append(f"{engine} needs GPUs: no plan for CPU-only hardware")
@@ -127,7 +134,7 @@ def plan(inp: LaunchInput, engine: str = "vllm") -> LaunchPlan:
             return Sized(mem, rejudge(inp, mem, hw))
         return s
 
-    reasons: dict[str, str] = {}
+    reasons: dict[str, str] = {"ctx": capped} if capped else {}
     st, sized, offload = base, sz(base), 0
     fp8 = base.model_copy(update={"kv_cache_dtype": "fp8"})
     if not sized.ok and not inp.kv_explicit:
@@ -165,6 +172,8 @@ def plan(inp: LaunchInput, engine: str = "vllm") -> LaunchPlan:
             mem = offload_adjust(full.mem, g * GIB)
             sized, offload = Sized(mem, rejudge(inp, mem, hw)), g
             reasons.pop("ctx", None)
+            if capped:
+                reasons["ctx"] = capped
             if st.kv_cache_dtype == "fp8":
                 reasons["kv"] = "fp8 KV: halves the cache, so fewer weights have to be offloaded"
             reasons["offload"] = (f"last resort: even {ctx_text(min(MIN_USEFUL_CONTEXT, base.context))} does not fit; "
@@ -179,7 +188,8 @@ def _build(inp, engine, fmt, st, sized, tp, pp, nodes, offload, reasons, notes) 
     flags: list[Flag] = []
     world = tp * pp
     tp_reason = (f"largest size ≤ {min(len(inp.hw.devices), inp.gpus_per_node)} GPUs per node that divides the "
-                 f"{spec.n_heads} attention heads" + ("" if spec.mla else f" and fits the {spec.n_kv_heads} KV heads"))
+                 f"{spec.n_heads} attention heads" + ("" if spec.mla else f" and fits the {spec.n_kv_heads} KV heads")
+                 + (f" and the {spec.intermediate_size} MLP width" if spec.intermediate_size else ""))
     if engine == "vllm":
         flags.append(Flag(flag="--tensor-parallel-size", value=str(tp), reason=tp_reason))
         if pp > 1:

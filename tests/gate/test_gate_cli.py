@@ -95,3 +95,11 @@ def test_human_output_lists_commands_and_reasons():
     r = run("plan", "qwen3-30b-a3b", "--gpu", "RTX 3060", "-q", "Q8_0", "--ctx", "16384")
     assert r.exit_code == 1  # all layers on the GPU does not fit: the plain verdict
     assert "$ llama-server" in r.stdout and "--n-cpu-moe" in r.stdout and "What would make it fit" in r.stdout
+
+
+def test_context_beyond_the_model_maximum_fails_the_gate():
+    # Llama 3.1 8B declares 131072 positions: a 200K requirement cannot be met on any hardware
+    r = run("plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--require-context", "200000", "--json")
+    assert r.exit_code == 1
+    ctx = next(c for c in gate(r)["checks"] if c["name"] == "context")
+    assert not ctx["passed"] and ctx["actual"] == "131072" and "maximum context" in ctx["reason"]
