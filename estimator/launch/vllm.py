@@ -108,7 +108,31 @@ def quantization_flag(inp: LaunchInput, fmt) -> tuple[Flag | None, str | None]:
 
 
 def plan(inp: LaunchInput, engine: str = "vllm") -> LaunchPlan:
+    """A GGUF quant asked of a 16-bit repo: the repo's own weights (BF16, or FP8 quantized on load)
+    when they fit at the context asked without offload, so that the command runs as pasted; the
+    width-matched AWQ/FP8 otherwise (AWQ needs another repo: said in a note)."""
     fmt, fmt_note = engine_format(engine, inp)
+    if fmt_note and inp.fmt.kind == "gguf" and inp.hw.devices and inp.spec.prequant is None:
+        ladder = ["BF16"] + (["FP8"] if fmt.name not in ("BF16", "FP8") else [])
+        for name in ladder:
+            cand = inp.table.find(name)
+            if cand is None or cand.name == fmt.name:
+                continue
+            how = "as published" if name == "BF16" else "quantized to FP8 on load (--quantization fp8)"
+            note = (f"{engine} serves checkpoints, not GGUF: this repo's weights {how} fit at the context asked, so the "
+                    f"command runs as pasted; for a {inp.fmt.name}-sized model pass an AWQ/GPTQ checkpoint's repo id")
+            p = _plan_format(inp, engine, cand, note)
+            if p.fits and not any(f.flag == "--cpu-offload-gb" for f in p.flags) and \
+                    p.context == _asked_context(inp, engine):
+                return p
+    return _plan_format(inp, engine, fmt, fmt_note)
+
+
+def _asked_context(inp: LaunchInput, engine: str) -> int:
+    return cap_context(inp, inp.settings, engine)[0].context
+
+
+def _plan_format(inp: LaunchInput, engine: str, fmt, fmt_note: str | None) -> LaunchPlan:
     notes = [fmt_note] if fmt_note else []
     kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("auto", "f16", "bf16", "fp8") else "auto"
     base = inp.settings.model_copy(update={"engine": engine, "quant": fmt.name, "kv_cache_dtype": kv, "gpu_layers": None})
