@@ -58,9 +58,10 @@ def test_ollama_context_reason_names_its_real_default():
 def test_gguf_quant_on_a_16_bit_repo_serves_weights_that_repo_loads():
     # `vllm serve meta-llama/Llama-3.1-8B-Instruct --quantization awq` fails at start-up (no AWQ
     # quantization_config in that repo): when the repo's own weights fit, the plan serves them.
-    p = vllm.plan(make_input("llama-3.1-8b-instruct", "RTX 4090"))  # Q4_K_M asked
-    assert p.fits and p.quant == "BF16" and flag(p, "--quantization") is None
-    p = sglang.plan(make_input("llama-3.1-8b-instruct", "RTX 3060 12GB"))
+    for planner in (vllm, sglang):
+        p = planner.plan(make_input("llama-3.1-8b-instruct", "RTX 4090"))  # Q4_K_M asked
+        assert p.fits and p.quant == "BF16" and flag(p, "--quantization") is None
+    p = vllm.plan(make_input("llama-3.1-8b-instruct", "RTX 3060 12GB"))
     assert p.fits and p.quant == "FP8" and flag(p, "--quantization").value == "fp8"
     # too big in BF16 and FP8 on one 4090: the 4-bit AWQ plan, with the note that it needs an AWQ repo
     p = vllm.plan(make_input("qwen3-30b-a3b", "RTX 4090"))
