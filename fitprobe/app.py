@@ -109,7 +109,7 @@ def size_plan(command: str, resolved: ResolvedModel, fmt: QuantFormat, st: RunSe
         memory=memory_info(result),
         verdict=verdict_info(result.verdict, band),
         matrix=result.matrix, scaling=result.scaling,
-        notes=resolved.notes + result.memory.notes + _format_notes(fmt, result),
+        notes=resolved.notes + result.memory.notes + _format_notes(fmt, result) + _ram_notes(hw, result),
     )
     sized = Sized(result=result, output=out)
     sized.launch_input = launch_input(resolved, fmt, st, hw, sizer, kv_explicit=kv_explicit, now=now)
@@ -150,6 +150,15 @@ def add_launch(sized: Sized, *, engine_option: str | None, requirements=None) ->
 def verdict_info(verdict, band: float | None = None) -> schema.VerdictInfo:
     return schema.VerdictInfo(error_band=error_band() if band is None else band, **verdict.model_dump(
         include={"status", "margin_bytes", "utilization", "reason", "limiting", "uncertainty_bytes"}))
+
+
+def _ram_notes(hw: Hardware, result: PlanResult) -> list[str]:
+    """Say when host-side needs went unchecked because system RAM is unknown."""
+    host = result.memory.host_total_bytes
+    unified = bool(hw.devices) and all(d.unified_memory for d in hw.devices)
+    if hw.system_ram_bytes is None and not unified and host > (1 << 30):
+        return [f"system RAM not given: the {host / (1 << 30):.1f} GiB held in RAM was not checked (pass --ram-gib)"]
+    return []
 
 
 def _format_notes(fmt: QuantFormat, result: PlanResult) -> list[str]:
