@@ -21,20 +21,12 @@ VLLM_NON_TORCH_BYTES = int(0.25 * GIB)
 VLLM_NCCL_BYTES = int(0.5 * GIB)
 
 
-def ffn_width(spec: ModelSpec) -> int:
-    """Widest per-token FFN intermediate: dense FFN, or routed experts used + shared experts."""
-    widths = [layer.ffn_size for layer in spec.layers if layer.ffn == "dense"]
-    if spec.moe is not None:
-        widths.append(spec.moe.n_experts_used * spec.moe.expert_ffn + spec.moe.shared_ffn)
-    return max(widths or [spec.hidden_size])
-
-
 def llama_cpp_compute_bytes(spec: ModelSpec, st: RunSettings, n_kv: int, *, output_here: bool = True) -> int:
     """One device's compute buffer (llama.cpp graph_reserve worst case)."""
     ub = min(st.ubatch, max(n_kv, 1))
     d, V = spec.hidden_size, spec.vocab_size
     logits = 4 * ub * (V + d) if output_here else 4 * ub * d
-    ffn = 4 * ub * (3 * ffn_width(spec) + 2 * d)
+    ffn = 4 * ub * (3 * spec.ffn_width + 2 * d)
     attention = 4 * ub * (spec.n_heads * spec.head_dim * 3 + 2 * d)
     if not st.flash_attention:
         attention += 4 * ub * n_kv * spec.n_heads  # F32 KQ scores over the whole cache
@@ -60,7 +52,7 @@ def vllm_activation_bytes(spec: ModelSpec, tp: int, batched_tokens: int, max_seq
     hidden-size tensors, in 16 bit; the sampler holds F32 logits for max_num_seqs rows.
     Checked against logged peaks (Llama-3.1-8B: 1.19 GiB at 8192 tokens / 256 seqs).
     """
-    per_token = (3 * ffn_width(spec) // tp + 4 * spec.hidden_size) * 2
+    per_token = (3 * spec.ffn_width // tp + 4 * spec.hidden_size) * 2
     return batched_tokens * per_token + max_seqs * spec.vocab_size * 4
 
 

@@ -106,22 +106,22 @@ def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now
     per_device: list[DeviceUsage] = []
     start = first_gpu_block
     for idx, dev in enumerate(devices):
-        blocks = range(start, start + split[idx])
-        start += split[idx]
+        lo, hi = start, start + split[idx]
+        start = hi
         last = idx == len(devices) - 1
-        dw = sum(w.per_layer[i] for i in blocks) + (output_bytes if last and output_on_gpu else 0)
+        dw = sum(w.per_layer[lo:hi]) + (output_bytes if last and output_on_gpu else 0)
         if mlx and idx == 0:
             dw += w.token_embd
-        dkv = sum(kv.per_layer[i] for i in blocks)
+        dkv = sum(kv.per_layer[lo:hi])
         holds = split[idx] > 0 or (last and output_on_gpu)
         dbuf = buffers.llama_cpp_compute_bytes(spec, st, kv.cells_full, output_here=last) if holds else 0
-        per_device.append(DeviceUsage(name=dev.name, weights_bytes=dw, kv_cache_bytes=dkv, buffers_bytes=dbuf,
-                                      total_bytes=dw + dkv + dbuf, usable_bytes=usable[idx], layers=split[idx]))
-    cpu_blocks = range(0, first_gpu_block)
-    host_w += sum(w.per_layer[i] for i in cpu_blocks) + (0 if output_on_gpu else w.output)
+        per_device.append(DeviceUsage.model_construct(
+            name=dev.name, weights_bytes=dw, kv_cache_bytes=dkv, buffers_bytes=dbuf, total_bytes=dw + dkv + dbuf,
+            usable_bytes=usable[idx], layers=split[idx]))
+    host_w += sum(w.per_layer[:first_gpu_block]) + (0 if output_on_gpu else w.output)
     if spec.tied_embeddings and output_on_gpu and devices and not mlx:
         notes.append("tied embeddings: llama.cpp keeps the input copy in RAM and a duplicate on the GPU as output")
-    host_kv = sum(kv.per_layer[i] for i in cpu_blocks)
+    host_kv = sum(kv.per_layer[:first_gpu_block])
     host_buf = buffers.llama_cpp_output_bytes(spec, st)
     if not devices or gpu_blocks < n:
         host_buf += buffers.llama_cpp_compute_bytes(spec, st, kv.cells_full, output_here=not output_on_gpu)
@@ -157,8 +157,9 @@ def _paged(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: 
         else:
             dbuf = act
         dw, dkv = weights_all // tp, kv.total // tp
-        per_device.append(DeviceUsage(name=dev.name, weights_bytes=dw, kv_cache_bytes=dkv, buffers_bytes=dbuf,
-                                      total_bytes=dw + dkv + dbuf, usable_bytes=usable, layers=spec.n_layers))
+        per_device.append(DeviceUsage.model_construct(
+            name=dev.name, weights_bytes=dw, kv_cache_bytes=dkv, buffers_bytes=dbuf, total_bytes=dw + dkv + dbuf,
+            usable_bytes=usable, layers=spec.n_layers))
     if not devices:
         notes.append(f"{st.engine} needs a GPU: sized as if everything ran from system RAM")
         return _breakdown([], w, kv, weights_all, kv.total, act, 0, spec.n_layers, notes)
@@ -169,7 +170,7 @@ def _breakdown(per_device, w, kv, host_w, host_kv, host_buf, gpu_layers, n, note
     weights = sum(d.weights_bytes for d in per_device)
     kv_b = sum(d.kv_cache_bytes for d in per_device)
     buf = sum(d.buffers_bytes for d in per_device)
-    return MemoryBreakdown(
+    return MemoryBreakdown.model_construct(
         weights_bytes=weights, kv_cache_bytes=kv_b, buffers_bytes=buf, total_bytes=weights + kv_b + buf,
         host_weights_bytes=host_w, host_kv_cache_bytes=host_kv, host_buffers_bytes=host_buf,
         model_file_bytes=w.total, gpu_layers=gpu_layers, n_layers=n, per_device=per_device, kv=kv, notes=notes,

@@ -285,7 +285,7 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
     """Bytes per tensor summed per block; vision tower and MTP layers reported apart.
 
     Gives exactly the sum over `tensor_types` (tested), but sizes identical blocks once."""
-    prep = _prepare(spec.model_dump_json())
+    prep = _prepare(spec.cache_key)
     gguf = fmt.kind == "gguf"
     if imatrix is None:
         imatrix = (fmt.ftype or "").startswith("IQ")
@@ -357,8 +357,9 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
     if spec.tied_embeddings and not gguf:
         output = 0  # one shared matrix in a checkpoint
     total = embd + output + sum(per_layer) + (mtp if include_mtp else 0)
-    return WeightBytes(total=total, token_embd=embd, output=output, per_layer=per_layer,
-                       experts_per_layer=experts, mtp=mtp, vision=vision, by_type=by_type)
+    # trusted internal numbers: construct without re-validating (sweeps build thousands)
+    return WeightBytes.model_construct(total=total, token_embd=embd, output=output, per_layer=per_layer,
+                                       experts_per_layer=experts, mtp=mtp, vision=vision, by_type=by_type)
 
 
 def _gguf_bytes(t: Tensor, ty: GgmlType) -> int:

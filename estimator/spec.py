@@ -5,6 +5,7 @@ from the config (or from the family's documented default in transformers), never
 """
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -115,6 +116,19 @@ class ModelSpec(BaseModel):
     native_dtype: str = "bfloat16"
     defaults_used: list[str] = Field(default_factory=list, description="keys taken from the family's transformers defaults")
     prequant: PreQuant | None = None
+
+    @cached_property
+    def cache_key(self) -> str:
+        """Identity of this spec for memoized derived data (inventories); specs are never mutated."""
+        return self.model_dump_json()
+
+    @cached_property
+    def ffn_width(self) -> int:
+        """Widest per-token FFN intermediate: dense FFN, or routed experts used + shared experts."""
+        widths = [layer.ffn_size for layer in self.layers if layer.ffn == "dense"]
+        if self.moe is not None:
+            widths.append(self.moe.n_experts_used * self.moe.expert_ffn + self.moe.shared_ffn)
+        return max(widths or [self.hidden_size])
 
     @property
     def is_moe(self) -> bool:

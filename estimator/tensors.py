@@ -243,7 +243,7 @@ def _inventory(spec_json: str) -> tuple[Tensor, ...]:
 
 def inventory(spec: ModelSpec) -> tuple[Tensor, ...]:
     """Every tensor of the checkpoint (text model, MTP layers, the vision tower as one lump)."""
-    return _inventory(spec.model_dump_json())
+    return _inventory(spec.cache_key)
 
 
 class ParamCounts(NamedTuple):

@@ -30,9 +30,11 @@ def sweep() -> tuple[int, float, dict[str, int]]:
     from fitprobe.estimator.memory import estimate
     from fitprobe.estimator.quant import weight_bytes
     from fitprobe.estimator.settings import RunSettings
+    from fitprobe.app import error_band
     from fitprobe.estimator.verdict import status_of
 
     start = time.perf_counter()
+    band = error_band()
     table = quant_table()
     devices = [g.device() for g in load_gpus() if g.memory_gib]
     usable = [Hardware(devices=[d]).usable_bytes(d) for d in devices]
@@ -52,18 +54,24 @@ def sweep() -> tuple[int, float, dict[str, int]]:
             w = weight_bytes(spec, fmt, table)
             if fmt.kind == "checkpoint":  # llama.cpp does not load these: sized for vLLM, per device class
                 for st, kvs in zip(paged, paged_caches):
-                    need = {k: estimate(spec, fmt, table, st, hw, weights=w, kv=kvs[k]).per_device[0].total_bytes
+                    need = {k: _need(estimate(spec, fmt, table, st, hw, weights=w, kv=kvs[k]), band)
                             for k, hw in references.items()}
                     for u, b in zip(usable, big):
-                        counts[status_of(need[b], u, 0.05)] += 1
+                        counts[status_of(need[b][0], u, band, uncertainty=need[b][1])] += 1
                     n += len(usable)
                 continue
             for st, kv in zip(settings, caches):
-                required = estimate(spec, fmt, table, st, references[False], weights=w, kv=kv).per_device[0].total_bytes
+                required, uncertainty = _need(estimate(spec, fmt, table, st, references[False], weights=w, kv=kv), band)
                 for u in usable:
-                    counts[status_of(required, u, 0.05)] += 1
+                    counts[status_of(required, u, band, uncertainty=uncertainty)] += 1
                 n += len(usable)
     return n, time.perf_counter() - start, counts
+
+
+def _need(mem, band) -> tuple[int, int]:
+    """(bytes the device needs, the plan's own error band in bytes), as the verdict computes them."""
+    d = mem.per_device[0]
+    return d.total_bytes, band.bytes_for(d.weights_bytes, d.kv_cache_bytes, d.buffers_bytes)
 
 
 def cold_start(runs: int) -> list[float]:
