@@ -185,7 +185,7 @@ def _ffn(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
                 Tensor(f"{p}ffn_gate_exps.bias", (eff, E), i, expert=True),
                 Tensor(f"{p}ffn_up_exps.bias", (eff, E), i, expert=True),
                 Tensor(f"{p}ffn_down_exps.bias", (d, E), i, expert=True)]
-    if spec.architecture in ("deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm_moe_dsa", "minimax_m2", "dots1"):
+    if spec.architecture in ("deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm_moe_dsa", "minimax_m2"):
         out.append(Tensor(f"{p}exp_probs_b.bias", (E,), i))
     if m.n_shared_experts and m.shared_ffn and spec.architecture == "nemotron_h":
         out += [Tensor(f"{p}ffn_up_shexp.weight", (d, m.shared_ffn), i),
