@@ -22,7 +22,9 @@ from fitprobe.catalogs.resolve import native_format
 from fitprobe.estimator.buffers import (llama_cpp_compute_bytes, vllm_activation_bytes, vllm_batch_defaults,
                                         vllm_mxfp4_pad_factor, vllm_overhead_bytes)
 from fitprobe.estimator.config import spec_from_config
+from fitprobe.estimator.hardware import Device, Hardware
 from fitprobe.estimator.kv import kv_cache
+from fitprobe.estimator.memory import estimate
 from fitprobe.estimator.quant import weight_bytes
 from fitprobe.estimator.settings import RunSettings
 
@@ -73,6 +75,14 @@ def compare_run(run: dict) -> list[tuple[str, float, float]]:
         if m.get("recurrent_state_mib") is not None:
             rec = kv_cache(spec, st.model_copy(update={"batch": np_})).recurrent
             out.append(("recurrent_state", m["recurrent_state_mib"] * MIB, rec))
+        if fmt is not None and (m.get("model_buffer_gpu_mib") is not None or m.get("model_buffer_cpu_mib") is not None):
+            gpu = Hardware(devices=[Device(name="gpu", memory_bytes=1 << 50)])
+            ngl = s.get("n_gpu_layers")
+            mem = estimate(spec, fmt, quant_table(), st.model_copy(update={"gpu_layers": ngl}), gpu)
+            if m.get("model_buffer_gpu_mib") is not None:
+                out.append(("model_buffer", m["model_buffer_gpu_mib"] * MIB, mem.weights_bytes))
+            if m.get("model_buffer_cpu_mib") is not None:
+                out.append(("model_buffer_cpu", m["model_buffer_cpu_mib"] * MIB, mem.host_weights_bytes))
         if m.get("compute_buffer_mib") is not None and (s.get("n_gpu_layers") is None or s.get("n_gpu_layers", 0) > 0):
             out.append(("compute_buffer", m["compute_buffer_mib"] * MIB,
                         llama_cpp_compute_bytes(spec, st, kv.cells_full)))
@@ -122,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'component':<17}{'n':>4}{'median |err|':>14}{'p90 |err|':>11}")
     for comp, errs in sorted(errors.items()):
         print(f"{comp:<17}{len(errs):>4}{statistics.median(errs):>14.2%}{_pct(errs, 0.9):>11.2%}")
-    totals = [e for c in ("gguf_file", "vllm_weights", "kv_cache", "recurrent_state") for e in errors.get(c, [])]
+    totals = [e for c in ("gguf_file", "vllm_weights", "model_buffer", "kv_cache", "recurrent_state")
+              for e in errors.get(c, [])]
     band = _pct(totals, 0.9)
     print(f"\nmemory total (weights + cache components): n={len(totals)}, median {statistics.median(totals):.2%}, "
           f"p90 {band:.2%}")
@@ -136,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         path = data_path("error_band.json")
         path.write_text(json.dumps({
             "schema": 2,
-            "p90_abs_error": {"weights": p90("gguf_file", "vllm_weights"), "kv_cache": p90("kv_cache", "recurrent_state"),
+            "p90_abs_error": {"weights": p90("gguf_file", "vllm_weights", "model_buffer"), "kv_cache": p90("kv_cache", "recurrent_state"),
                               "buffers": p90("compute_buffer", "vllm_kv_budget")},
             "source": "p90 absolute error per component of scripts/accuracy.py over catalogs/data/measured_runs.json "
                       "(buffers: llama.cpp compute buffers and vLLM KV budgets, i.e. activation estimates); floor 0.5 %",
