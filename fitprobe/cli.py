@@ -111,11 +111,13 @@ def entry() -> None:
 
 def _register_optional() -> None:
     """Commands that live in their own modules (kept out of start-up until invoked)."""
+    from fitprobe.cmd_list import list_command
     from fitprobe.cmd_probe import probe_command
     from fitprobe.cmd_report import report_command
     from fitprobe.cmd_schema import schema_command
 
     main.add_command(probe_command)
+    main.add_command(list_command)
     main.add_command(report_command)
     main.add_command(schema_command)
 

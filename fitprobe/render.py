@@ -57,7 +57,8 @@ def render_plan(o: PlanOutput) -> str:
         sp = o.speed
         prefill = f", prefill ~{sp.prefill_tps:,.0f} tok/s, TTFT ({sp.prompt_tokens // 1024}K prompt) ~{sp.ttft_ms:,.0f} ms" \
             if sp.prefill_tps and sp.ttft_ms else ""
-        lines.append(f"  speed: decode ~{sp.decode_tps:,.1f} tok/s per sequence ({sp.bound}-bound){prefill}")
+        label = "speed" if v.status != "exceeds" else "speed if it fit as asked"
+        lines.append(f"  {label}: decode ~{sp.decode_tps:,.1f} tok/s per sequence ({sp.bound}-bound){prefill}")
     if len(m.per_device) > 1:
         lines.append("")
         lines.append(f"  {'Per device':<22}{'layers':>7}{'weights':>10}{'KV':>9}{'buffers':>9}{'total':>9}{'usable':>9}")

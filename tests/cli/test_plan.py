@@ -130,3 +130,12 @@ def test_contract_doc_is_current():
     proc = subprocess.run([sys.executable, str(root / "scripts" / "contract_doc.py"), "--check"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_list_catalogs():
+    code, out = run("list", "models")
+    assert code == 0 and "llama-3.1-8b-instruct" in out
+    code, out = run("list", "gpus", "--json")
+    assert code == 0 and any(g["name"] == "RTX 4090" for g in json.loads(out))
+    code, out = run("list", "quants")
+    assert code == 0 and "Q4_K_M" in out

@@ -1,0 +1,35 @@
+"""`fitprobe list models|gpus|quants`: what the bundled catalogs hold, so names can be found."""
+from __future__ import annotations
+
+import click
+
+
+@click.command("list")
+@click.argument("what", type=click.Choice(["models", "gpus", "quants"]))
+@click.option("--json", "as_json", is_flag=True, help="machine-readable list")
+def list_command(what: str, as_json: bool):
+    """List the bundled models, GPUs or quantization formats."""
+    import json
+
+    rows = _rows(what)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        click.echo("  ".join(str(v) for v in row.values()))
+
+
+def _rows(what: str) -> list[dict]:
+    if what == "models":
+        from fitprobe.catalogs.models import load_models
+
+        return [{"name": e.name, "hf_id": e.hf_id, "params_b": round(e.published_params / 1e9, 2)}
+                for e in load_models()]
+    if what == "gpus":
+        from fitprobe.catalogs.gpus import load_gpus
+
+        return [{"name": g.name, "memory_gib": g.memory_gib, "bandwidth_gbs": g.bandwidth_gbs}
+                for g in load_gpus()]
+    from fitprobe.catalogs.quants import quant_table
+
+    return [{"name": f.name, "kind": f.kind, "label": f.label} for f in quant_table().formats]
