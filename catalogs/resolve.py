@@ -92,7 +92,8 @@ def resolve(text: str, *, token: str | None = None, revision: str | None = None)
         return _from_hub(raw, token=token, revision=revision)
     hint = suggest_models(raw)
     more = f"; did you mean: {', '.join(hint)}?" if hint else ""
-    raise ResolveError(f"unknown model '{raw}' (not in the bundled catalog, not a file, not an org/name Hub id){more}")
+    raise ResolveError(f"unknown model '{raw}' (not in the bundled catalog, not a file, not an org/name Hub id){more}"
+                       " (fitprobe list models)")
 
 
 def _from_entry(entry: ModelEntry, quant: str | None, *, source: str = "bundled catalog") -> ResolvedModel:

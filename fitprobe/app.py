@@ -35,7 +35,8 @@ def catalog_hardware(gpu: str, count: int, *, usable_fraction: float, ram_bytes:
     entry = find_gpu(gpu)
     if entry is None:
         hint = suggest_gpus(gpu)
-        raise UsageError(f"unknown GPU '{gpu}'" + (f"; did you mean: {', '.join(hint)}?" if hint else ""))
+        raise UsageError(f"unknown GPU '{gpu}'" + (f"; did you mean: {', '.join(hint)}?" if hint else "")
+                         + " (fitprobe list gpus)")
     if count < 1:
         raise UsageError("--gpus must be at least 1")
     try:
