@@ -417,11 +417,15 @@ def _hybrid_dense_ffn(arch: str, cfg: dict, n: int, ff: int):
 
 def _moe_layers(arch: str, cfg: dict, n: int, r: _Reader) -> list[bool]:
     """Which layers are MoE: first_k_dense_replace, decoder_sparse_step, interleave steps, mlp_only_layers."""
-    first_dense = cfg.get("first_k_dense_replace") or cfg.get("moe_layer_start_index") or 0
-    if isinstance(first_dense, list):
-        first_dense = first_dense[0]
+    first_dense = cfg.get("first_k_dense_replace") or 0
     freq = cfg.get("moe_layer_freq") or cfg.get("decoder_sparse_step") or cfg.get("interleave_moe_layer_step") or 1
     mlp_only = set(cfg.get("mlp_only_layers") or [])
+    if arch.startswith("ernie4_5"):  # MoE from moe_layer_start_index to moe_layer_end_index, every interval
+        start, end = cfg.get("moe_layer_start_index") or 0, cfg.get("moe_layer_end_index")
+        start = start[0] if isinstance(start, list) else start
+        end = (end[-1] if isinstance(end, list) else end) if end is not None else n - 1
+        step = cfg.get("moe_layer_interval") or 1
+        return [start <= i <= end and (i - start) % step == 0 for i in range(n)]
     if arch == "jamba":
         period = cfg.get("expert_layer_period") or 1
         offset = cfg.get("expert_layer_offset") or 0

@@ -102,3 +102,40 @@ def test_glm45_air_layout_from_published_dimensions():
     # like gpt-oss's card, the published active count leaves out the input-embedding lookup
     assert counts.active - 151552 * 4096 == pytest.approx(12e9, rel=0.08)
     assert [layer.ffn for layer in spec.layers[:2]] == ["dense", "moe"]
+
+
+def _transformers_default(model_type: str) -> dict:
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parent / "fixtures" / "transformers_defaults.json").read_text())
+    return data["configs"][model_type]
+
+
+@pytest.mark.parametrize("model_type,total,active", [
+    ("glm4_moe", 106e9, None),  # defaults carry GLM-4.5-Air's dimensions: 106B total (zai-org README)
+    ("jamba", 52e9, 12e9),  # ai21labs/Jamba-v0.1 card: 52B total, 12B active
+    ("ernie4_5_moe", 21e9, 3e9),  # baidu/ERNIE-4.5-21B-A3B-PT: 21B total, 3B active
+])
+def test_families_without_a_bundled_snapshot(model_type, total, active):
+    """transformers' own config-class defaults for families whose Hub config.json could not be bundled."""
+    from fitprobe.estimator.tensors import param_counts
+
+    counts = param_counts(spec_from_config(_transformers_default(model_type), name=model_type))
+    assert min(abs(counts.total - total), abs(counts.text - total)) / total < 0.04
+    if active:
+        assert counts.active == pytest.approx(active, rel=0.15)
+
+
+def test_hybrid_families_parse_with_their_state():
+    from fitprobe.estimator.kv import kv_cache
+    from fitprobe.estimator.settings import RunSettings
+
+    for model_type, kind in [("falcon_h1", "mamba2"), ("granitemoehybrid", "mamba2"), ("jamba", "mamba1")]:
+        spec = spec_from_config(_transformers_default(model_type), name=model_type)
+        assert spec.ssm.kind == kind
+        kv = kv_cache(spec, RunSettings(context=4096))
+        assert kv.recurrent > 0, model_type
+    ernie = spec_from_config(_transformers_default("ernie4_5_moe"), name="ernie")
+    assert [layer.ffn for layer in ernie.layers[:2]] == ["dense", "moe"]
+    assert ernie.moe.n_shared_experts == 2
