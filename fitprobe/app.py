@@ -48,7 +48,10 @@ def catalog_hardware(gpu: str, count: int, *, usable_fraction: float, ram_bytes:
 
 def pick_format(resolved: ResolvedModel, quant: str | None) -> QuantFormat:
     table = quant_table()
-    name = quant or resolved.requested_quant or "Q4_K_M"
+    name = quant or resolved.requested_quant
+    if name is None and resolved.entry is None and resolved.spec.prequant is not None:
+        name = "native"  # a pre-quantized Hub checkpoint (FP8, AWQ, NVFP4 …) is sized as it is
+    name = name or "Q4_K_M"
     for fmt in resolved.extra_formats:
         if fmt.name.lower() == name.lower():
             return fmt

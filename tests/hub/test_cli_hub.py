@@ -107,3 +107,18 @@ def test_check_with_hf_id(hub):
     code, out = run("check", QWEN, "--json")
     data = json.loads(out)
     assert code == 0 and data["hardware"]["source"] == "probe" and data["model"]["hf_id"] == QWEN
+
+
+def test_prequantized_repo_is_sized_as_it_is(hub):
+    config = json.loads(fixture_bytes("qwen3-0.6b.config.json"))
+    config["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128],
+                                     "activation_scheme": "dynamic"}
+    hub.add(FakeRepo("Qwen/Qwen3-0.6B-FP8", SHA_A, files={"config.json": json.dumps(config).encode()},
+                     safetensors={"parameters": {"F8_E4M3": 440_000_000, "BF16": 311_000_000, "F32": 1_000_000},
+                                  "total": 752_000_000}))
+    code, out = run("plan", "Qwen/Qwen3-0.6B-FP8", "--gpu", "RTX 4090", "--json")
+    data = json.loads(out)
+    assert code == 0, out
+    assert data["settings"]["quant"] == "FP8" and data["settings"]["engine"] == "vllm"
+    assert data["memory"]["weights_source"] == "exact from checkpoint"
+    assert data["memory"]["model_file_bytes"] == 440_000_000 + 2 * 311_000_000 + 4 * 1_000_000
