@@ -44,11 +44,11 @@ class GpuEntry(BaseModel):
     confidence: str | None = None
     notes: str = ""
 
-    def device(self) -> Device:
-        """The estimator's view of one card (one software-visible device)."""
-        if self.memory_gib is None:
-            raise ValueError(f"the catalog has no memory size for {self.name}: pass --memory-gib")
-        memory = int(self.memory_gib * GIB)
+    def device(self, memory_bytes: int | None = None) -> Device:
+        """The estimator's view of one card (one software-visible device); memory_bytes overrides."""
+        if self.memory_gib is None and memory_bytes is None:
+            raise ValueError(f"the catalog has no memory size for {self.name}")
+        memory = memory_bytes or int(self.memory_gib * GIB)
         cap = int(memory * self.gpu_working_set_fraction) if self.gpu_working_set_fraction else None
         kind = "apple" if self.vendor.lower() == "apple" else "npu" if "ascend" in self.key else "gpu"
         return Device(name=self.name, kind=kind, memory_bytes=memory, usable_cap_bytes=cap,
@@ -82,7 +82,17 @@ def _index() -> dict[str, GpuEntry]:
 
 
 def find_gpu(name: str) -> GpuEntry | None:
-    return _index().get(_norm(name))
+    """Exact name/alias match, else the one entry a short form clearly means ('4090' -> RTX 4090)."""
+    index, key = _index(), _norm(name)
+    if key in index:
+        return index[key]
+    if len(key) < 3:
+        return None
+    for prefix in ("rtx", "radeonrx", "rx", "instinct", "apple"):
+        if prefix + key in index:
+            return index[prefix + key]
+    hits = {id(e): e for k, e in index.items() if key in k}
+    return next(iter(hits.values())) if len(hits) == 1 else None
 
 
 def suggest_gpus(name: str, n: int = 3) -> list[str]:

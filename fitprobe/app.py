@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fitprobe.catalogs.gpus import find_gpu, suggest_gpus
 from fitprobe.catalogs.quants import quant_table
 from fitprobe.catalogs.resolve import ResolvedModel, native_format
-from fitprobe.estimator.hardware import Hardware
+from fitprobe.estimator.hardware import Device, Hardware
 from fitprobe.estimator.plan import PlanResult, Sizer
 from fitprobe.estimator.quant import QuantFormat
 from fitprobe.estimator.settings import ENGINE_KV_DTYPES, RunSettings
@@ -28,21 +28,28 @@ def error_band():
     return ErrorBand(weights=p90["weights"], kv_cache=p90["kv_cache"], buffers=p90["buffers"])
 
 
-def catalog_hardware(gpu: str, count: int, *, usable_fraction: float, ram_bytes: int | None) -> Hardware:
-    """Hardware named by the user: `count` identical catalog devices (or CPU only)."""
+def catalog_hardware(gpu: str, count: int, *, usable_fraction: float, ram_bytes: int | None,
+                     memory_gib: float | None = None) -> Hardware:
+    """Hardware named by the user: `count` identical catalog devices (or CPU only). `memory_gib`
+    overrides a catalog device's memory, or describes a device the catalog does not know."""
     if gpu.strip().lower() in ("cpu", "none", "cpu-only"):
         return Hardware(devices=[], system_ram_bytes=ram_bytes, usable_fraction=usable_fraction)
-    entry = find_gpu(gpu)
-    if entry is None:
-        hint = suggest_gpus(gpu)
-        raise UsageError(f"unknown GPU '{gpu}'" + (f"; did you mean: {', '.join(hint)}?" if hint else "")
-                         + " (fitprobe list gpus)")
     if count < 1:
         raise UsageError("--gpus must be at least 1")
-    try:
-        device = entry.device()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    if memory_gib is not None and memory_gib <= 0:
+        raise UsageError("--memory-gib must be positive")
+    entry = find_gpu(gpu)
+    memory = int(memory_gib * (1 << 30)) if memory_gib else None
+    if entry is None and memory is None:
+        hint = suggest_gpus(gpu)
+        raise UsageError(f"unknown GPU '{gpu}'" + (f"; did you mean: {', '.join(hint)}?" if hint else "")
+                         + " (fitprobe list gpus, or describe it with --memory-gib)")
+    if entry is None:
+        device = Device(name=gpu.strip(), memory_bytes=memory)  # no bandwidth known: speed is not estimated
+    elif entry.memory_gib is None and memory is None:
+        raise UsageError(f"the catalog has no memory size for {entry.name}: pass --memory-gib")
+    else:
+        device = entry.device(memory_bytes=memory)
     return Hardware(devices=[device] * count, system_ram_bytes=ram_bytes, usable_fraction=usable_fraction)
 
 

@@ -73,6 +73,7 @@ def main():
 @click.argument("model")
 @click.option("--gpu", required=True, help="catalog GPU name (e.g. 'RTX 4090', 'H100 SXM', 'M4 Max'), or 'cpu'")
 @click.option("--gpus", type=int, default=1, show_default=True, help="number of identical GPUs")
+@click.option("--memory-gib", type=float, default=None, help="memory of each GPU (a device the catalog lacks, or override)")
 @size_options
 def plan(model, gpu, gpus, **opts):
     """Size MODEL on named hardware (bundled name, HF id, directory, config.json or .gguf)."""

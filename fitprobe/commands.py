@@ -128,7 +128,8 @@ def run_plan(command: str, model: str, *, gpu: str | None, gpus: int, hardware=N
             raise UsageError("--ram-gib must be positive")
         min_margin = parse_bytes(opts["min_margin"])
         requirements = requirements_from(opts, min_margin)
-        hw = hardware or catalog_hardware(gpu, gpus, usable_fraction=opts["usable_fraction"], ram_bytes=ram)
+        hw = hardware or catalog_hardware(gpu, gpus, usable_fraction=opts["usable_fraction"], ram_bytes=ram,
+                                          memory_gib=opts.get("memory_gib"))
         token = opts.get("token") or os.environ.get("HF_TOKEN")
         resolved = resolve(model, token=token, revision=opts.get("revision"))
         fmt = pick_format(resolved, opts.get("quant"))

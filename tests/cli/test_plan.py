@@ -139,3 +139,17 @@ def test_list_catalogs():
     assert code == 0 and any(g["name"] == "RTX 4090" for g in json.loads(out))
     code, out = run("list", "quants")
     assert code == 0 and "Q4_K_M" in out
+
+
+def test_short_gpu_names_and_custom_devices():
+    code, out = run("plan", "qwen3-8b", "--gpu", "4090", "--json")
+    assert code == 0 and json.loads(out)["hardware"]["name"] == "RTX 4090"
+    code, out = run("plan", "qwen3-8b", "--gpu", "a100")  # ambiguous: 40/80 GB, PCIe/SXM
+    assert code == 2 and "did you mean" in out
+    code, out = run("plan", "qwen3-8b", "--gpu", "MyCard X1", "--memory-gib", "20", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["hardware"]["memory_bytes"] == 20 * 2**30
+    code, out = run("plan", "deepseek-v3", "--gpu", "Kunlunxin P800")  # catalog lacks its memory size
+    assert code == 2 and "--memory-gib" in out
+    code, out = run("plan", "deepseek-v3", "--gpu", "Kunlunxin P800", "--memory-gib", "96", "--gpus", "8", "--json")
+    assert code in (0, 1) and json.loads(out)["hardware"]["count"] == 8
