@@ -81,7 +81,20 @@ def default_engine(fmt: QuantFormat, hw: Hardware) -> str:
     return "vllm" if hw.devices else "llama.cpp"
 
 
+MAX_CONTEXT = 1 << 27  # 134M tokens: far beyond any model's positions; larger is a typo
+MAX_SEQUENCES = 65_536
+MAX_DEVICES = 4_096
+
+
 def check_settings(st: RunSettings, fmt: QuantFormat, hw: Hardware) -> None:
+    if st.context > MAX_CONTEXT:
+        raise UsageError(f"--ctx {st.context:,} is not a possible context (at most {MAX_CONTEXT:,} tokens)")
+    if st.batch > MAX_SEQUENCES:
+        raise UsageError(f"--batch {st.batch:,} concurrent sequences is not plausible (at most {MAX_SEQUENCES:,})")
+    if len(hw.devices) > MAX_DEVICES:
+        raise UsageError(f"{len(hw.devices):,} GPUs is not plausible (at most {MAX_DEVICES:,})")
+    if not hw.devices and st.engine in ("vllm", "sglang", "mlx"):
+        raise UsageError(f"{st.engine} needs a GPU and this plan has none: use --engine llama.cpp or ollama for CPU")
     allowed = ENGINE_KV_DTYPES[st.engine]
     if st.kv_cache_dtype not in allowed:
         raise UsageError(f"{st.engine} does not support KV cache type '{st.kv_cache_dtype}' "

@@ -60,6 +60,9 @@ def test_json_contract_fields():
     (["plan", "llama-3.1-8b-instruct", "--gpu", "M4 Max", "--engine", "vllm"], 2, "Apple"),
     (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--gpus", "0"], 2, "--gpus"),
     (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--min-margin", "lots"], 2, "size"),
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--ctx", "1000000000000"], 2, "not a possible context"),
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--batch", "10000000"], 2, "not plausible"),
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "cpu", "--engine", "vllm"], 2, "needs a GPU"),
 ])
 def test_bad_input_is_one_line(args, code, text):
     got, out = run(*args)
