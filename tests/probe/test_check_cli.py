@@ -1,0 +1,39 @@
+"""`fitprobe check` end to end on a probed GPU: the stand-in pynvml (values of the real H200 capture)
+is the only thing replaced; probing, catalog matching, sizing and the verdicts run for real."""
+import json
+import sys
+
+from click.testing import CliRunner
+from fake_pynvml import FakeNVML
+from test_probe_nvml import H200
+
+from fitprobe.cli import main
+from fitprobe.probe.types import MiB
+
+
+def run_check(monkeypatch, device, *args):
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNVML([device]))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    result = CliRunner().invoke(main, ["check", *args, "--json"])
+    return result.exit_code, result.output
+
+
+def test_check_sizes_on_the_probed_gpu(monkeypatch):
+    code, out = run_check(monkeypatch, H200, "qwen3-30b-a3b")
+    data = json.loads(out)
+    assert code == 0
+    hw = data["hardware"]
+    assert hw["source"] == "probe" and hw["count"] == 1
+    dev = hw["devices"][0]
+    assert dev["catalog_key"] == "h200-sxm" and dev["memory_bytes"] == 143771 * MiB
+    assert dev["readings"]["source"] == "nvml" and dev["readings"]["driver"] == "590.48.01"
+    assert data["verdict"]["status"] == "fits" and data["verdict_now"]["status"] == "fits"
+
+
+def test_memory_used_by_other_processes_decides_right_now(monkeypatch):
+    busy = {**H200, "memory": {**H200["memory"], "used": 130_000 * MiB, "free": 13_158 * MiB}}
+    code, out = run_check(monkeypatch, busy, "qwen3-30b-a3b")
+    data = json.loads(out)
+    assert data["verdict"]["status"] == "fits"  # the idle card would hold it
+    assert data["verdict_now"]["status"] == "exceeds"  # but not with 130 GB taken
+    assert code == 1  # a gate cares about now
