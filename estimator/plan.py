@@ -24,6 +24,7 @@ class MatrixRow(BaseModel):
     total_bytes: int = Field(description="weights + KV + buffers, accelerators and host RAM together")
     status: Status
     weights_source: str = Field(description="formula, approximate formula, real file size, exact from checkpoint")
+    note: str = Field(default="", description="why a row cannot run here (e.g. a checkpoint format with no GPU)")
 
 
 class ScalingRow(BaseModel):
@@ -50,6 +51,13 @@ def row_engine(fmt: QuantFormat, engine: str) -> str:
     if fmt.kind == "checkpoint" and engine in ("llama.cpp", "ollama", "mlx"):
         return "vllm"
     return engine
+
+
+def _row_kv(kv: str, engine: str) -> str:
+    """The asked KV type in the row engine's vocabulary (llama.cpp q8_0 ~ vLLM fp8, both 8-bit)."""
+    if engine in ("vllm", "sglang"):
+        return {"q8_0": "fp8", "q4_0": "fp8", "f32": "auto"}.get(kv, kv)
+    return kv
 
 
 class Sizer:
@@ -83,10 +91,17 @@ class Sizer:
         matrix = []
         for other in formats if formats is not None else self.table.formats:
             engine = row_engine(other, st.engine)
-            m, v, src = self.size(other, st.model_copy(update={"quant": other.name, "engine": engine}), now=now)
-            matrix.append(MatrixRow(quant=other.name, label=other.label, engine=engine, weights_bytes=m.weights_bytes + m.host_weights_bytes,
+            row_st = st.model_copy(update={"quant": other.name, "engine": engine,
+                                           "kv_cache_dtype": _row_kv(st.kv_cache_dtype, engine)})
+            m, v, src = self.size(other, row_st, now=now)
+            status, note = v.status, ""
+            if engine in ("vllm", "sglang") and not self.hw.devices:
+                status, note = "exceeds", f"{engine} needs a GPU"
+            matrix.append(MatrixRow(quant=other.name, label=other.label, engine=engine,
+                                    weights_bytes=m.weights_bytes + m.host_weights_bytes,
                                     kv_cache_bytes=m.kv_cache_bytes + m.host_kv_cache_bytes,
-                                    total_bytes=m.total_bytes + m.host_total_bytes, status=v.status, weights_source=src))
+                                    total_bytes=m.total_bytes + m.host_total_bytes, status=status,
+                                    weights_source=src, note=note))
         contexts = sorted(set(SCALING_CONTEXTS) | {self.spec.max_context})
         scaling = []
         for ctx in contexts:

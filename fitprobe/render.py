@@ -70,7 +70,8 @@ def render_plan(o: PlanOutput) -> str:
     for r in o.matrix:
         mark = "*" if r.quant == s.quant else " "
         lines.append(f" {mark}{r.quant:<12}{r.engine:<11}{gib(r.weights_bytes):>9}{gib(r.kv_cache_bytes):>8}"
-                     f"{gib(r.total_bytes):>9}  {STATUS[r.status]:<13}{r.weights_source}")
+                     f"{gib(r.total_bytes):>9}  {STATUS[r.status]:<13}{r.weights_source}"
+                     + (f" ({r.note})" if r.note else ""))
     lines += ["", f"Context scaling at {s.quant} (GiB)", f"  {'context':>9}{'KV':>9}{'total':>9}  fit"]
     for r in o.scaling:
         flag = "  (beyond the model's maximum)" if r.beyond_model_max else ""
