@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from dataclasses import dataclass
 
 from fitprobe.catalogs.gpus import find_gpu, suggest_gpus
@@ -19,6 +20,7 @@ class UsageError(ValueError):
     """Bad option values (exit code 2)."""
 
 
+@lru_cache(maxsize=1)
 def error_band():
     """The measured error band (per component) that separates 'tight' from 'fits'."""
     from fitprobe.catalogs import data_path
@@ -204,8 +206,8 @@ def model_info(r: ResolvedModel) -> schema.ModelInfo:
 
 def attention_summary(spec) -> str:
     parts = []
-    kind_names = {"full": "full", "sliding": "sliding-window", "chunked": "chunked", "compressed": "compressed (V4)", "linear": "linear (gated delta)",
-                  "mamba": "Mamba", "conv": "short-conv"}
+    kind_names = {"full": "full", "sliding": "sliding-window", "chunked": "chunked", "compressed": "compressed (V4)",
+                  "linear": "linear (gated delta)", "mamba": "Mamba", "conv": "short-conv"}
     for kind, label in kind_names.items():
         n = spec.count(kind)
         if n:
@@ -261,7 +263,7 @@ def add_speed(sized: Sized, sizer: Sizer, fmt: QuantFormat, st: RunSettings, hw:
 def fill_report(sized: Sized, resolved: ResolvedModel, fmt: QuantFormat, st: RunSettings, hw: Hardware, *,
                 cost_options=None, finetune_options=None, ram_bandwidth_gbs: float | None = None) -> None:
     """Fill the report-only fields: cost, fine-tuning, recommendations, diagnosis (speed is always filled)."""
-    from fitprobe.catalogs import data_path
+    from fitprobe.catalogs.cloud import load_offers
     from fitprobe.catalogs.gpus import load_gpus
     from fitprobe.estimator import cost as costs
     from fitprobe.estimator.diagnosis import diagnose
@@ -270,7 +272,7 @@ def fill_report(sized: Sized, resolved: ResolvedModel, fmt: QuantFormat, st: Run
     from fitprobe.estimator.speed import estimate_speed
 
     band, table, spec = error_band(), quant_table(), resolved.spec
-    sizer = Sizer(spec, table, hw, error_band=band, known_weights=resolved.known_weights)
+    sizer = sized.launch_input.sizer  # the plan's own sizer: its weights are already computed
     weights = sizer.weights(fmt)
     out = sized.output
 
@@ -283,25 +285,25 @@ def fill_report(sized: Sized, resolved: ResolvedModel, fmt: QuantFormat, st: Run
     # cloud offers: the model at these settings on each instance, cost per 1M output tokens
     copts = cost_options or costs.CostOptions()
     offers, sized_offers = [], {}
-    for o in json.loads(data_path("cloud_prices.json").read_text())["offers"]:
-        entry = entries.get(o["gpu_key"])
-        if entry is None or entry.memory_gib is None:
+    for o in load_offers():
+        entry = entries[o.gpu_key]
+        if entry.memory_gib is None:
             continue
-        engine, mem, verdict, _ = rec.size(entry.device(), o["gpu_count"])
+        engine, mem, verdict, _ = rec.size(entry.device(), o.gpu_count)
         if verdict is None:
             continue
         tps = usd = None
         if verdict.status != "exceeds" and entry.bandwidth_gbs:
             st_o = st.model_copy(update={"engine": engine})
-            hw_o = Hardware(devices=[entry.device()] * o["gpu_count"], usable_fraction=hw.usable_fraction)
+            hw_o = Hardware(devices=[entry.device()] * o.gpu_count, usable_fraction=hw.usable_fraction)
             tps = speed_fn(spec, weights[0], st_o, hw_o, mem).aggregate_tps
-            usd = costs.usd_per_million(o["price_per_hour_usd"], tps)
-        sized_offers[(o["provider"], o["instance"])] = (mem, verdict)
+            usd = costs.usd_per_million(o.price_per_hour_usd, tps)
+        sized_offers[(o.provider, o.instance)] = (mem, verdict)
         offers.append(costs.OfferCost(
-            provider=o["provider"], instance=o["instance"], gpu_key=o["gpu_key"], gpu_count=o["gpu_count"],
-            tier=o["tier"], price_per_hour_usd=o["price_per_hour_usd"], date_checked=o["date_checked"],
-            source=o["source"], status=verdict.status, aggregate_tps=tps, usd_per_million_tokens=usd,
-            monthly_usd=o["price_per_hour_usd"] * copts.hours_per_day * costs.DAYS_PER_MONTH))
+            provider=o.provider, instance=o.instance, gpu_key=o.gpu_key, gpu_count=o.gpu_count,
+            tier=o.tier, price_per_hour_usd=o.price_per_hour_usd, date_checked=o.date_checked,
+            source=o.source, status=verdict.status, aggregate_tps=tps, usd_per_million_tokens=usd,
+            monthly_usd=o.price_per_hour_usd * copts.hours_per_day * costs.DAYS_PER_MONTH))
     offers.sort(key=lambda x: (x.status == "exceeds", x.usd_per_million_tokens is None,
                                x.usd_per_million_tokens or 0, x.price_per_hour_usd))
     best = costs.cheapest(offers)

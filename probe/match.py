@@ -6,15 +6,11 @@ laptop and Apple GPU-core counts then pick between entries sharing a core.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .types import GiB, GpuReading
-
-CATALOG_PATH = Path(__file__).resolve().parent.parent / "catalogs" / "data" / "gpus.json"
 
 _NOISE = {
     "nvidia", "geforce", "tesla", "amd", "ati", "radeon", "intel", "apple", "huawei", "graphics",
@@ -70,15 +66,14 @@ def name_key(name: str) -> NameKey:
     return key
 
 
-def load_catalog(path: Path | None = None) -> list[dict[str, Any]]:
-    """Entries of gpus.json (a list, or an object holding the list); [] when absent or unreadable."""
+def load_catalog() -> list[dict[str, Any]]:
+    """The validated GPU catalog (catalogs.gpus) as plain entries; [] if it cannot be read, so probing goes on."""
+    from fitprobe.catalogs.gpus import load_gpus
+
     try:
-        data = json.loads((path or CATALOG_PATH).read_text())
+        return [e.model_dump() for e in load_gpus()]
     except (OSError, ValueError):
         return []
-    if isinstance(data, dict):
-        data = next((v for v in data.values() if isinstance(v, list)), [])
-    return [e for e in data if isinstance(e, dict) and e.get("name")]
 
 
 def _entry_keys(entry: dict[str, Any]) -> list[NameKey]:

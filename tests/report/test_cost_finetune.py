@@ -86,3 +86,12 @@ def test_diagnosis_kv_numbers_come_from_the_sizer():
     assert d.kv_8k_bytes == 8192 * 128 * 1024 and d.kv_32k_bytes == 4 * d.kv_8k_bytes
     assert d.kv_alt_dtype == "q8_0" and d.kv_saving_32k_bytes == d.kv_32k_bytes - d.kv_32k_bytes * 34 // 64
     assert "cannot hold" in d.verdict and d.tips
+
+
+def test_cloud_offers_validate_against_the_gpu_catalog():
+    from fitprobe.catalogs.cloud import load_offers
+    from fitprobe.catalogs.gpus import find_gpu
+
+    offers = load_offers()
+    assert len(offers) >= 30
+    assert all(find_gpu(o.gpu_key) is not None and o.price_per_hour_usd > 0 for o in offers)
