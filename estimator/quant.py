@@ -219,16 +219,16 @@ def tensor_types(spec: ModelSpec, fmt: QuantFormat, *, imatrix: bool | None = No
     if imatrix is None:
         imatrix = (fmt.ftype or "").startswith("IQ")
     st = _MixState.of(spec, tensors, imatrix)
-    keep_mxfp4 = spec.prequant is not None and spec.prequant.method == "mxfp4"
-    out = {}
-    for t in tensors:
-        if keep_mxfp4 and t.expert and t.quantizable:
-            out[t.name] = "MXFP4"  # gpt-oss: the converter writes MXFP4 experts and quantize keeps them
-        elif t.quantizable:
-            out[t.name] = gguf_tensor_type(fmt.ftype or "", t, st)
-        else:
-            out[t.name] = _source_type(t, spec)
-    return out
+    return {t.name: _file_type(t, spec, fmt, st) for t in tensors}
+
+
+def _file_type(t: Tensor, spec: ModelSpec, fmt: QuantFormat, st: _MixState) -> str:
+    """The type a tensor has in a GGUF file of this format."""
+    if spec.prequant is not None and spec.prequant.method == "mxfp4" and t.expert and t.quantizable:
+        return "MXFP4"  # gpt-oss: the converter writes MXFP4 experts and quantize keeps them
+    if t.quantizable:
+        return gguf_tensor_type(fmt.ftype or "", t, st)
+    return _source_type(t, spec)
 
 
 class _Prepared(NamedTuple):
@@ -290,18 +290,12 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
     if imatrix is None:
         imatrix = (fmt.ftype or "").startswith("IQ")
     st = _MixState(spec, prep.has_output, prep.n_attn_v, imatrix)
-    keep_mxfp4 = spec.prequant is not None and spec.prequant.method == "mxfp4"
     by_type: dict[str, int] = {}
 
     def size(t: Tensor) -> tuple[str, int]:
         if not gguf or t.mtp:
             return _checkpoint_bytes(t, fmt, spec)
-        if keep_mxfp4 and t.expert and t.quantizable:
-            ty = "MXFP4"
-        elif t.quantizable:
-            ty = gguf_tensor_type(fmt.ftype or "", t, st)
-        else:
-            ty = _source_type(t, spec)
+        ty = _file_type(t, spec, fmt, st)
         return ty, _gguf_bytes(t, table.ggml_types[ty])
 
     def add(ty: str, n: int, into: dict[str, int]) -> None:
