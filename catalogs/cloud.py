@@ -4,18 +4,20 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record
+from fitprobe.catalogs.validated import load
 
 from . import data_path
 from .gpus import load_gpus
 
 
-class CloudOffer(BaseModel):
+@record
+class CloudOffer:
     provider: str
     instance: str
     gpu_key: str
-    gpu_count: int = Field(gt=0)
-    price_per_hour_usd: float = Field(gt=0, description="the whole instance, USD per hour")
+    gpu_count: int = doc(gt=0)
+    price_per_hour_usd: float = doc(gt=0, description="the whole instance, USD per hour")
     price_per_hour_usd_max: float | None = None
     billing: str | None = None
     tier: str
@@ -26,7 +28,8 @@ class CloudOffer(BaseModel):
 
 @lru_cache(maxsize=1)
 def load_offers() -> tuple[CloudOffer, ...]:
-    offers = tuple(CloudOffer.model_validate(o) for o in json.loads(data_path("cloud_prices.json").read_text())["offers"])
+    raw = data_path("cloud_prices.json").read_bytes()
+    offers = tuple(load(list[CloudOffer], json.loads(raw)["offers"], raw, what="cloud_prices.json"))
     keys = {g.key for g in load_gpus()}
     unknown = sorted({o.gpu_key for o in offers} - keys)
     if unknown:

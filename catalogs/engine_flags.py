@@ -5,19 +5,22 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from pydantic import BaseModel
+from fitprobe.estimator.fields import record
+from fitprobe.catalogs.validated import load
 
 from . import data_path
 
 
-class EngineFlag(BaseModel):
+@record
+class EngineFlag:
     names: list[str]
     value: str | None = None
     choices: list[str] | None = None
     choices_subset: bool = False
 
 
-class EngineFlags(BaseModel):
+@record
+class EngineFlags:
     program: str
     version: str
     source: str
@@ -29,8 +32,8 @@ class EngineFlags(BaseModel):
 
 @lru_cache(maxsize=1)
 def load_engine_flags() -> dict[str, EngineFlags]:
-    raw = json.loads(data_path("engine_flags.json").read_text())
-    return {k: EngineFlags.model_validate(v) for k, v in raw["engines"].items()}
+    raw = data_path("engine_flags.json").read_bytes()
+    return load(dict[str, EngineFlags], json.loads(raw)["engines"], raw, what="engine_flags.json")
 
 
 def check_flags(engine: str, flags) -> list[str]:

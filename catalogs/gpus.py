@@ -6,7 +6,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record
+from fitprobe.catalogs.validated import load
 
 from fitprobe.estimator.hardware import Device
 
@@ -14,19 +15,21 @@ PATH = Path(__file__).parent / "data" / "gpus.json"
 GIB = 1 << 30
 
 
-class GpuEntry(BaseModel):
+@record
+class GpuEntry:
     key: str
     name: str
     vendor: str
-    aliases: list[str] = Field(default_factory=list)
+    aliases: list[str] = doc(default_factory=list)
     architecture: str | None = None
     compute_capability: str | None = None
-    memory_gib: float | None = Field(default=None, gt=0)
+    memory_gib: float | None = doc(default=None, gt=0)
     reported_total_mib: int | None = None
     memory_type: str | None = None
-    bandwidth_gbs: float | None = Field(default=None, gt=0)
-    fp16_tflops: float | None = Field(default=None, gt=0)
+    bandwidth_gbs: float | None = doc(default=None, gt=0)
+    fp16_tflops: float | None = doc(default=None, gt=0)
     fp8_tflops: float | None = None
+    int8_tops: float | None = None
     fp8: bool | None = None
     fp4: bool | None = None
     tdp_w: float | None = None
@@ -38,7 +41,7 @@ class GpuEntry(BaseModel):
     price_basis: str | None = None
     used_price_usd: float | None = None
     unified_memory: bool = False
-    gpu_working_set_fraction: float | None = Field(default=None, gt=0, le=1)
+    gpu_working_set_fraction: float | None = doc(default=None, gt=0, le=1)
     devices_per_board: int = 1
     sources: list[str]
     confidence: str | None = None
@@ -64,8 +67,8 @@ def _norm(text: str) -> str:
 
 @lru_cache(maxsize=1)
 def load_gpus() -> tuple[GpuEntry, ...]:
-    data = json.loads(PATH.read_text())
-    entries = tuple(GpuEntry.model_validate(d) for d in data["devices"])
+    raw = PATH.read_bytes()
+    entries = tuple(load(list[GpuEntry], json.loads(raw)["devices"], raw, what="gpus.json"))
     keys = [e.key for e in entries]
     if len(set(keys)) != len(keys):
         raise ValueError("gpus.json has duplicate keys")

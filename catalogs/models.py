@@ -6,7 +6,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from fitprobe.catalogs.validated import CatalogValidationError, load
+from fitprobe.estimator.fields import doc, record
 
 MODELS_DIR = Path(__file__).parent / "data" / "models"
 
@@ -15,14 +16,15 @@ class CatalogError(ValueError):
     """A catalog file that does not validate, or a name that matches nothing."""
 
 
-class ModelEntry(BaseModel):
+@record
+class ModelEntry:
     name: str
     display_name: str
     hf_id: str
-    aliases: list[str] = Field(default_factory=list)
+    aliases: list[str] = doc(default_factory=list)
     family: str
     license: str | None = None
-    published_params: int = Field(gt=0)
+    published_params: int = doc(gt=0)
     published_active_params: int | None = None
     params_source: str
     config_source: str
@@ -41,10 +43,13 @@ def _norm(text: str) -> str:
 def load_models() -> tuple[ModelEntry, ...]:
     entries = []
     for path in sorted(MODELS_DIR.glob("*.json")):
+        raw = path.read_bytes()
         try:
-            entry = ModelEntry.model_validate(json.loads(path.read_text()))
-        except (ValidationError, json.JSONDecodeError) as exc:
-            raise CatalogError(f"bundled model file {path.name} is invalid: {exc}") from exc
+            entry = load(ModelEntry, json.loads(raw), raw, what=f"bundled model file {path.name}")
+        except json.JSONDecodeError as exc:
+            raise CatalogError(f"bundled model file {path.name} is not valid JSON: {exc}") from None
+        except CatalogValidationError as exc:
+            raise CatalogError(str(exc)) from None
         if entry.name != path.stem:
             raise CatalogError(f"bundled model file {path.name} has name '{entry.name}'")
         entries.append(entry)

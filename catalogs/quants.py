@@ -5,6 +5,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from fitprobe.catalogs.validated import load
 from fitprobe.estimator.quant import QuantFormat, QuantTable
 
 PATH = Path(__file__).parent / "data" / "quant_formats.json"
@@ -12,7 +13,8 @@ PATH = Path(__file__).parent / "data" / "quant_formats.json"
 
 @lru_cache(maxsize=1)
 def quant_table() -> QuantTable:
-    table = QuantTable.model_validate(json.loads(PATH.read_text()))
+    raw = PATH.read_bytes()
+    table = load(QuantTable, json.loads(raw), raw, what="quant_formats.json")
     for fmt in table.formats:
         if fmt.kind == "gguf" and fmt.ftype is None:
             raise ValueError(f"quant format {fmt.name} is GGUF but names no ftype")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fitprobe.estimator.config import SpecError, spec_from_config
+from fitprobe.estimator.fields import replace
 from fitprobe.estimator.quant import QuantFormat, WeightBytes, weight_bytes
 from fitprobe.estimator.spec import ModelSpec
 
@@ -60,10 +61,8 @@ def _read_config(path: Path) -> dict:
 def scaled(w: WeightBytes, total: int) -> WeightBytes:
     """Formula weights rescaled to a known real total, keeping the per-layer shape for offload."""
     f = total / max(1, w.total)
-    return w.model_copy(update={
-        "total": total, "token_embd": int(w.token_embd * f), "output": int(w.output * f),
-        "per_layer": [int(x * f) for x in w.per_layer], "experts_per_layer": [int(x * f) for x in w.experts_per_layer],
-    })
+    return replace(w, total=total, token_embd=int(w.token_embd * f), output=int(w.output * f),
+        per_layer=[int(x * f) for x in w.per_layer], experts_per_layer=[int(x * f) for x in w.experts_per_layer])
 
 
 def resolve(text: str, *, token: str | None = None, revision: str | None = None) -> ResolvedModel:

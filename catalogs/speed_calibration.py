@@ -10,8 +10,10 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from dataclasses import field
 
+from fitprobe.catalogs.validated import load
+from fitprobe.estimator.fields import doc, record, replace
 from fitprobe.estimator.speed import Efficiency
 
 PATH = Path(__file__).parent / "data" / "speed_calibration.json"
@@ -25,7 +27,8 @@ CPU_DEFAULT = Efficiency(bandwidth=0.65, compute=0.45, batch_compute=0.45, fixed
                          basis="midpoints of FORMULAS §4.1/§4.2 estimates for CPUs (η 0.5–0.8, MFU 0.3–0.6)")
 
 
-class Point(BaseModel):
+@record
+class Point:
     id: str
     model: str
     model_note: str = ""
@@ -37,7 +40,7 @@ class Point(BaseModel):
     engine: str
     backend_label: str
     kind: str  # decode | prefill
-    tps: float = Field(gt=0)
+    tps: float = doc(gt=0)
     tokens: int
     depth: int = 0
     batch: int = 1
@@ -45,21 +48,23 @@ class Point(BaseModel):
     source: str
 
 
-class DeviceRate(BaseModel):
+@record
+class DeviceRate:
     gpu: str
     backend: str
     tflops: float
     from_points: list[str]
 
 
-class SpeedCalibration(BaseModel):
-    schema_: int = Field(alias="schema")
+@record
+class SpeedCalibration:
+    schema: int
     compiled: str
-    doc: str = ""
-    excluded: list[dict] = Field(default_factory=list)
+    excluded: list[dict] = field(default_factory=list)
     points: list[Point]
-    backends: dict[str, Efficiency] = Field(default_factory=dict)
-    device_rates: list[DeviceRate] = Field(default_factory=list)
+    backends: dict[str, Efficiency] = field(default_factory=dict)
+    device_rates: list[DeviceRate] = field(default_factory=list)
+    doc: str = ""
 
     def efficiency(self, key: str) -> Efficiency:
         if key in self.backends:
@@ -68,10 +73,9 @@ class SpeedCalibration(BaseModel):
             return CPU_DEFAULT
         other = FALLBACK.get(key)
         if other and other in self.backends:
-            return self.backends[other].model_copy(update={
-                "calibrated": False, "basis": f"uses the {other} fit"})
+            return replace(self.backends[other], calibrated=False, basis=f"uses the {other} fit")
         base = self.backends.get("llama.cpp/cuda", CPU_DEFAULT)
-        return base.model_copy(update={"calibrated": False, "basis": "uses the llama.cpp/cuda fit"})
+        return replace(base, calibrated=False, basis="uses the llama.cpp/cuda fit")
 
     def device_tflops(self, gpu_key: str | None, backend: str) -> float | None:
         """Measured effective TFLOPS for a device the catalog gives no compute figure for."""
@@ -86,7 +90,8 @@ class SpeedCalibration(BaseModel):
 
 @lru_cache(maxsize=1)
 def load_calibration() -> SpeedCalibration:
-    return SpeedCalibration.model_validate(json.loads(PATH.read_text()))
+    raw = PATH.read_bytes()
+    return load(SpeedCalibration, json.loads(raw), raw, what="speed_calibration.json")
 
 
 def point_inputs(point: Point):
@@ -108,9 +113,8 @@ def point_inputs(point: Point):
     w = weight_bytes(spec, fmt, table)
     if point.file_gib:
         f = point.file_gib * GIB / w.total
-        w = w.model_copy(update={
-            "total": int(w.total * f), "token_embd": int(w.token_embd * f), "output": int(w.output * f),
-            "per_layer": [int(x * f) for x in w.per_layer], "experts_per_layer": [int(x * f) for x in w.experts_per_layer]})
+        w = replace(w, total=int(w.total * f), token_embd=int(w.token_embd * f), output=int(w.output * f),
+            per_layer=[int(x * f) for x in w.per_layer], experts_per_layer=[int(x * f) for x in w.experts_per_layer])
     entry = next((e for e in load_gpus() if e.key == point.gpu), None)
     if entry is None:
         raise ValueError(f"calibration point {point.id}: GPU {point.gpu} is not in gpus.json")

@@ -8,19 +8,21 @@ cheapest cloud offer that fits, for the same hours of use. Defaults are options 
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record
 
 DAYS_PER_MONTH = 365.25 / 12
 
 
-class CostOptions(BaseModel):
-    hours_per_day: float = Field(default=4.0, gt=0, le=24, description="hours of use per day (the seed pages' default)")
-    electricity_usd_per_kwh: float = Field(default=0.15, ge=0, description="electricity price; an assumption, set yours")
-    hardware_price_usd: float | None = Field(default=None, ge=0,
+@record
+class CostOptions:
+    hours_per_day: float = doc(default=4.0, gt=0, le=24, description="hours of use per day (the seed pages' default)")
+    electricity_usd_per_kwh: float = doc(default=0.15, ge=0, description="electricity price; an assumption, set yours")
+    hardware_price_usd: float | None = doc(default=None, ge=0,
                                              description="purchase price; default: catalog price × device count")
 
 
-class OfferCost(BaseModel):
+@record
+class OfferCost:
     provider: str
     instance: str
     gpu_key: str
@@ -29,13 +31,14 @@ class OfferCost(BaseModel):
     price_per_hour_usd: float
     date_checked: str
     source: str
-    status: str = Field(description="fits | tight | exceeds for the model on this instance")
+    status: str = doc(description="fits | tight | exceeds for the model on this instance")
     aggregate_tps: float | None = None
-    usd_per_million_tokens: float | None = Field(default=None, description="output tokens at the plan's concurrency")
-    monthly_usd: float = Field(description="price at the chosen hours per day")
+    usd_per_million_tokens: float | None = doc(default=None, description="output tokens at the plan's concurrency")
+    monthly_usd: float = doc(description="price at the chosen hours per day")
 
 
-class RentVsBuy(BaseModel):
+@record
+class RentVsBuy:
     hardware_price_usd: float | None
     price_basis: str
     tdp_w: float | None
@@ -45,11 +48,12 @@ class RentVsBuy(BaseModel):
     rent_instance: str | None
     rent_monthly_usd: float | None
     months_to_amortize: float | None
-    local_usd_per_million_tokens: float | None = Field(default=None, description="electricity only")
+    local_usd_per_million_tokens: float | None = doc(default=None, description="electricity only")
     note: str = ""
 
 
-class Cost(BaseModel):
+@record
+class Cost:
     offers: list[OfferCost]
     cheapest: OfferCost | None
     rent_vs_buy: RentVsBuy

@@ -1,7 +1,7 @@
 """The seed pages' "engineering diagnosis" as generated text, every number from the sizing core."""
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record, replace
 
 from .plan import PlanResult, Sizer
 from .quant import QuantFormat
@@ -10,15 +10,16 @@ from .settings import RunSettings
 GIB = 1 << 30
 
 
-class Diagnosis(BaseModel):
-    verdict: str = Field(description="what blocks the fit, or what headroom is left")
-    kv: str = Field(description="KV cost from 8K to 32K and what a quantized KV cache saves")
+@record
+class Diagnosis:
+    verdict: str = doc(description="what blocks the fit, or what headroom is left")
+    kv: str = doc(description="KV cost from 8K to 32K and what a quantized KV cache saves")
     kv_8k_bytes: int
     kv_32k_bytes: int
     kv_alt_dtype: str | None = None
     kv_alt_32k_bytes: int | None = None
     kv_saving_32k_bytes: int | None = None
-    tips: list[str] = Field(default_factory=list)
+    tips: list[str] = doc(default_factory=list)
 
 
 def _g(n: float) -> str:
@@ -56,8 +57,8 @@ def diagnose(sizer: Sizer, fmt: QuantFormat, st: RunSettings, result: PlanResult
         word = "runs" if v.status == "fits" else "may run (inside the error band)"
         text = (f"{hardware} {word} {model} at {fmt.name}: {_g(total)} at {st.context:,} tokens of context, "
                 f"{_g(v.margin_bytes)} free on {v.limiting}{speed}.")
-    kv8 = sizer.size(fmt, st.model_copy(update={"context": 8192}))[0]
-    kv32 = sizer.size(fmt, st.model_copy(update={"context": 32768}))[0]
+    kv8 = sizer.size(fmt, replace(st, context=8192))[0]
+    kv32 = sizer.size(fmt, replace(st, context=32768))[0]
     k8 = kv8.kv_cache_bytes + kv8.host_kv_cache_bytes
     k32 = kv32.kv_cache_bytes + kv32.host_kv_cache_bytes
     kv_text = (f"From 8K to 32K tokens the {st.kv_cache_dtype} KV cache grows from {_g(k8)} to {_g(k32)} "
@@ -65,8 +66,8 @@ def diagnose(sizer: Sizer, fmt: QuantFormat, st: RunSettings, result: PlanResult
     alt = alt_kv_dtype(st)
     alt32 = saving = None
     if alt:
-        a = sizer.size(fmt, st.model_copy(update={"context": 32768, "kv_cache_dtype": alt,
-                                                  "flash_attention": True}))[0]
+        a = sizer.size(fmt, replace(st, context=32768, kv_cache_dtype=alt,
+                                                  flash_attention=True))[0]
         alt32 = a.kv_cache_bytes + a.host_kv_cache_bytes
         saving = k32 - alt32
         kv_text += f" A {alt.upper()} KV cache saves {_g(saving)} at 32K (total {_g(a.total_bytes + a.host_total_bytes)})."

@@ -15,7 +15,7 @@ from __future__ import annotations
 from math import ceil
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record
 
 from .spec import ModelSpec
 
@@ -23,16 +23,22 @@ NF4_DQ_BPW = 4 + 8 / 64 + 32 / (64 * 256)  # 4.127 bits: NF4 + 8-bit absmax per 
 OPTIMIZER_BYTES = {"adamw": 8.0, "adamw8bit": 2.0, "sgd": 4.0}  # per trainable param (HF model_memory_anatomy)
 
 
-class FinetuneOptions(BaseModel):
-    seq_len: int = Field(default=2048, gt=0)
-    micro_batch: int = Field(default=1, gt=0)
+@record
+class FinetuneOptions:
+    seq_len: int = doc(default=2048, gt=0)
+    micro_batch: int = doc(default=1, gt=0)
     gradient_checkpointing: bool = True
-    lora_rank: int = Field(default=16, gt=0)
+    lora_rank: int = doc(default=16, gt=0)
     optimizer: Literal["adamw", "adamw8bit", "sgd"] = "adamw"
-    fused_loss: bool = Field(default=False, description="fused/chunked cross-entropy: no full fp32 logits")
+    fused_loss: bool = doc(default=False, description="fused/chunked cross-entropy: no full fp32 logits")
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZER_BYTES:
+            raise ValueError(f"unknown optimizer '{self.optimizer}' (choose from: {', '.join(OPTIMIZER_BYTES)})")
 
 
-class FinetuneMethod(BaseModel):
+@record
+class FinetuneMethod:
     method: Literal["qlora", "lora", "full"]
     label: str
     weights_bytes: int
@@ -40,12 +46,13 @@ class FinetuneMethod(BaseModel):
     activations_bytes: int
     total_bytes: int
     trainable_params: int
-    fits: bool | None = Field(default=None, description="on the plan's hardware (one device, or sharded over all)")
-    devices_needed: int | None = Field(default=None, description="devices of the plan's type, states sharded (FSDP/ZeRO-3)")
-    smallest_gpu: str | None = Field(default=None, description="smallest catalog device that holds it alone")
+    fits: bool | None = doc(default=None, description="on the plan's hardware (one device, or sharded over all)")
+    devices_needed: int | None = doc(default=None, description="devices of the plan's type, states sharded (FSDP/ZeRO-3)")
+    smallest_gpu: str | None = doc(default=None, description="smallest catalog device that holds it alone")
 
 
-class Finetune(BaseModel):
+@record
+class Finetune:
     options: FinetuneOptions
     methods: list[FinetuneMethod]
 

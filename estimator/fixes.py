@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record, replace
 
 from .launch.common import (MIN_USEFUL_CONTEXT, LaunchInput, cap_context, ctx_text, gib, largest_fitting, size,
                             smallest_fitting)
@@ -19,13 +19,14 @@ MAX_EXTRA_GPUS = 64
 MAX_NODES = 16
 
 
-class Fix(BaseModel):
-    axis: str = Field(description="kv_cache | context | quant | offload | gpus | nodes")
-    change: str = Field(description="the change in words")
-    value: str = Field(description="the new value of that setting")
-    status: str = Field(description="verdict with this change: fits | tight")
-    total_bytes: int = Field(description="accelerator memory needed with this change")
-    cost: str = Field(description="what the change costs (quality, context, speed, hardware)")
+@record
+class Fix:
+    axis: str = doc(description="kv_cache | context | quant | offload | gpus | nodes")
+    change: str = doc(description="the change in words")
+    value: str = doc(description="the new value of that setting")
+    status: str = doc(description="verdict with this change: fits | tight")
+    total_bytes: int = doc(description="accelerator memory needed with this change")
+    cost: str = doc(description="what the change costs (quality, context, speed, hardware)")
     rank: int = 0
 
 
@@ -51,16 +52,16 @@ def find_fixes(inp: LaunchInput, *, launch=None) -> list[Fix]:
     kv_types = {"llama.cpp": ["q8_0", "q4_0"], "ollama": ["q8_0", "q4_0"], "vllm": ["fp8"], "sglang": ["fp8"]}.get(engine, [])
     if st.kv_cache_dtype in ("f16", "bf16", "auto", "f32"):
         for kv in kv_types:
-            s = size(inp, fmt, st.model_copy(update={"kv_cache_dtype": kv}))
+            s = size(inp, fmt, replace(st, kv_cache_dtype=kv))
             if s.ok:
                 fixes.append(Fix(axis="kv_cache", change=f"KV cache {kv}", value=kv, status=s.verdict.status,
                                  total_bytes=s.mem.total_bytes, cost="small quality loss on long contexts"
                                  if kv != "q4_0" else "noticeable quality loss on long contexts"))
                 break
     step = 16 if engine in ("vllm", "sglang") else 256
-    c = largest_fitting(step, st.context - 1, lambda x: size(inp, fmt, st.model_copy(update={"context": x})).ok, step=step)
+    c = largest_fitting(step, st.context - 1, lambda x: size(inp, fmt, replace(st, context=x)).ok, step=step)
     if c:
-        s = size(inp, fmt, st.model_copy(update={"context": c}))
+        s = size(inp, fmt, replace(st, context=c))
         fixes.append(Fix(axis="context", change=f"context {ctx_text(c)} instead of {ctx_text(st.context)}", value=str(c),
                          status=s.verdict.status, total_bytes=s.mem.total_bytes,
                          cost=f"keeps {c / st.context:.0%} of the context asked"
@@ -99,7 +100,7 @@ def _smaller_quant(inp: LaunchInput) -> Fix | None:
         w = inp.sizer.weights(fmt)[0].total
         if w >= current:
             continue
-        s = size(inp, fmt, st.model_copy(update={"quant": fmt.name}))
+        s = size(inp, fmt, replace(st, quant=fmt.name))
         if s.ok and (best is None or w > best[0]):
             best = (w, fmt, s)
     if best is None:
@@ -133,8 +134,8 @@ def _speed_cost(inp: LaunchInput, p) -> str:
     try:
         from .speed import estimate_speed
 
-        st = inp.settings.model_copy(update={"gpu_layers": p.gpu_layers, "kv_cache_dtype": p.kv_cache_dtype,
-                                             "context": p.context})
+        st = replace(inp.settings, gpu_layers=p.gpu_layers, kv_cache_dtype=p.kv_cache_dtype,
+                                             context=p.context)
         fmt = inp.table.find(p.quant) or inp.fmt
         s = size(inp, fmt, st)
         sp = estimate_speed(inp.spec, inp.sizer.weights(fmt)[0], st, inp.hw, s.mem, cpu_expert_layers=p.cpu_moe_layers)
@@ -148,7 +149,7 @@ def _more_gpus(inp: LaunchInput) -> list[Fix]:
     out = []
 
     def hw_with(k: int):
-        return inp.hw.model_copy(update={"devices": [dev] * k})
+        return replace(inp.hw, devices=[dev] * k)
 
     if engine in ("vllm", "sglang"):
         from .launch.vllm import valid_tp

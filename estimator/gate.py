@@ -7,35 +7,38 @@ that fits through CPU offload is held to the speed requirement. A `tight` verdic
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record, replace
 
 from .launch.common import LaunchInput, LaunchPlan, ctx_text, gib
 
 
-class Requirements(BaseModel):
-    context: int | None = Field(default=None, gt=0, description="tokens per sequence the plan must serve")
-    tps: float | None = Field(default=None, gt=0, description="decode tokens/s per sequence the plan must reach")
-    min_margin_bytes: int = Field(default=0, ge=0, description="free memory the plan must leave on every device")
-    strict: bool = Field(default=False, description="a tight verdict fails")
+@record
+class Requirements:
+    context: int | None = doc(default=None, gt=0, description="tokens per sequence the plan must serve")
+    tps: float | None = doc(default=None, gt=0, description="decode tokens/s per sequence the plan must reach")
+    min_margin_bytes: int = doc(default=0, ge=0, description="free memory the plan must leave on every device")
+    strict: bool = doc(default=False, description="a tight verdict fails")
 
     @property
     def any(self) -> bool:
         return bool(self.context or self.tps or self.min_margin_bytes or self.strict)
 
 
-class Check(BaseModel):
-    name: str = Field(description="fit | context | margin | speed")
+@record
+class Check:
+    name: str = doc(description="fit | context | margin | speed")
     required: str
     actual: str
     passed: bool
     reason: str
 
 
-class GateResult(BaseModel):
+@record
+class GateResult:
     passed: bool
-    subject: str = Field(description="what was judged: launch.<engine>")
+    subject: str = doc(description="what was judged: launch.<engine>")
     checks: list[Check]
-    failed: list[str] = Field(default_factory=list, description="names of the requirements that do not hold")
+    failed: list[str] = doc(default_factory=list, description="names of the requirements that do not hold")
 
 
 def tokens_per_second(inp: LaunchInput, plan: LaunchPlan) -> tuple[float | None, str]:
@@ -45,9 +48,9 @@ def tokens_per_second(inp: LaunchInput, plan: LaunchPlan) -> tuple[float | None,
     except ImportError as exc:  # the speed model ships separately; the gate says so instead of guessing
         return None, f"no speed model available ({exc})"
     fmt = inp.table.find(plan.quant) or inp.fmt
-    st = inp.settings.model_copy(update={"engine": plan.engine, "quant": fmt.name, "context": plan.context,
-                                         "kv_cache_dtype": plan.kv_cache_dtype, "gpu_layers": plan.gpu_layers})
-    hw = inp.hw.model_copy(update={"devices": inp.hw.devices[:plan.tensor_parallel]}) if plan.engine in ("vllm", "sglang") else inp.hw
+    st = replace(inp.settings, engine=plan.engine, quant=fmt.name, context=plan.context,
+                                         kv_cache_dtype=plan.kv_cache_dtype, gpu_layers=plan.gpu_layers)
+    hw = replace(inp.hw, devices=inp.hw.devices[:plan.tensor_parallel]) if plan.engine in ("vllm", "sglang") else inp.hw
     from .launch.common import size
 
     try:

@@ -6,25 +6,26 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record
 
 DeviceKind = Literal["gpu", "apple", "npu", "cpu"]
 
 
-class Device(BaseModel):
+@record
+class Device:
     """One accelerator as the estimator sees it (never several cards collapsed into one)."""
 
     name: str
     kind: DeviceKind = "gpu"
-    memory_bytes: int = Field(gt=0, description="physical memory of the device")
-    free_bytes: int | None = Field(default=None, ge=0, description="free right now (probed only)")
-    usable_cap_bytes: int | None = Field(
+    memory_bytes: int = doc(gt=0, description="physical memory of the device")
+    free_bytes: int | None = doc(default=None, ge=0, description="free right now (probed only)")
+    usable_cap_bytes: int | None = doc(
         default=None,
         gt=0,
         description="hard cap below physical memory: Metal working-set limit, MIG slice, carve-out + GTT",
     )
-    bandwidth_gbs: float | None = Field(default=None, gt=0)
-    fp16_tflops: float | None = Field(default=None, gt=0)
+    bandwidth_gbs: float | None = doc(default=None, gt=0)
+    fp16_tflops: float | None = doc(default=None, gt=0)
     fp8: bool = False
     fp4: bool = False
     unified_memory: bool = False
@@ -34,14 +35,15 @@ class Device(BaseModel):
     catalog_key: str | None = None
 
 
-class Hardware(BaseModel):
+@record
+class Hardware:
     """What a plan runs on: zero or more devices plus the host's RAM (for offload)."""
 
-    devices: list[Device] = Field(default_factory=list)
-    system_ram_bytes: int | None = Field(default=None, gt=0)
-    ram_available_bytes: int | None = Field(default=None, ge=0)
-    ram_bandwidth_gbs: float | None = Field(default=None, gt=0)
-    usable_fraction: float = Field(default=0.95, gt=0, le=1, description="share of physical memory treated as usable")
+    devices: list[Device] = doc(default_factory=list)
+    system_ram_bytes: int | None = doc(default=None, gt=0)
+    ram_available_bytes: int | None = doc(default=None, ge=0)
+    ram_bandwidth_gbs: float | None = doc(default=None, gt=0)
+    usable_fraction: float = doc(default=0.95, gt=0, le=1, description="share of physical memory treated as usable")
 
     @property
     def name(self) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from math import ceil
 
-from pydantic import BaseModel
+from fitprobe.estimator.fields import record
 
 from .settings import RunSettings
 from .spec import ModelSpec
@@ -21,7 +21,8 @@ LLAMA_CPP_PAD = 256  # GGML_PAD(n_ctx, 256) in llama_context
 VLLM_BLOCK = 16  # default block_size on CUDA
 
 
-class KvCache(BaseModel):
+@record
+class KvCache:
     """Bytes of the attention cache and recurrent state over all devices, with per-layer detail."""
 
     total: int
@@ -135,7 +136,7 @@ def _kv_ggml(spec: ModelSpec, st: RunSettings) -> KvCache:
         spec, e, cells=cells, kv_heads=lambda layer: layer.n_kv_heads, copies=1, index_e=2.0,
         recurrent_each=recurrent_state_bytes(spec, np_, dtype_bytes=2.0 if mlx else 4.0),
         v4=lambda layer: _v4_layer(spec, layer, st.context, np_, e, paged=False))
-    return KvCache.model_construct(total=sum(per_layer), per_layer=per_layer, cells_full=cells_full,
+    return KvCache(total=sum(per_layer), per_layer=per_layer, cells_full=cells_full,
                                    cells_window=windowed[-1] if windowed else 0, **{k: int(v) for k, v in out.items()})
 
 
@@ -157,6 +158,6 @@ def _kv_paged(spec: ModelSpec, st: RunSettings, tp: int, batched: int) -> KvCach
         spec, e, cells=cells, kv_heads=lambda layer: max(1, layer.n_kv_heads // tp) * tp, copies=tp, index_e=e,
         recurrent_each=recurrent_state_bytes(spec, st.batch, dtype_bytes=state_dtype) * tp,
         v4=lambda layer: tuple(x * tp for x in _v4_layer(spec, layer, st.context, st.batch, e, paged=True)))
-    return KvCache.model_construct(total=sum(per_layer), per_layer=per_layer,
+    return KvCache(total=sum(per_layer), per_layer=per_layer,
                                    cells_full=blocks_full * VLLM_BLOCK * st.batch,
                                    cells_window=windowed[-1] if windowed else 0, **{k: int(v) for k, v in out.items()})

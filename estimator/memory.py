@@ -9,7 +9,7 @@ MLX: everything in unified memory under the Metal working-set limit.
 """
 from __future__ import annotations
 
-from pydantic import BaseModel
+from fitprobe.estimator.fields import doc, record
 
 from . import buffers
 from .hardware import Device, Hardware
@@ -19,7 +19,8 @@ from .settings import RunSettings
 from .spec import ModelSpec
 
 
-class DeviceUsage(BaseModel):
+@record
+class DeviceUsage:
     """One device's share of a plan (the layer split of llama.cpp, a TP rank of vLLM/SGLang)."""
 
     name: str
@@ -31,7 +32,8 @@ class DeviceUsage(BaseModel):
     layers: int = 0
 
 
-class MemoryBreakdown(BaseModel):
+@record
+class MemoryBreakdown:
     """Bytes on the accelerators (summed over devices), what spills to host RAM, and per-device detail."""
 
     weights_bytes: int
@@ -44,9 +46,9 @@ class MemoryBreakdown(BaseModel):
     model_file_bytes: int = 0  # every text tensor at this quant: the GGUF file / checkpoint size
     gpu_layers: int = 0
     n_layers: int = 0
-    per_device: list[DeviceUsage] = []
+    per_device: list[DeviceUsage] = doc(default_factory=list)
     kv: KvCache
-    notes: list[str] = []
+    notes: list[str] = doc(default_factory=list)
 
     @property
     def host_total_bytes(self) -> int:
@@ -115,7 +117,7 @@ def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now
         dkv = sum(kv.per_layer[lo:hi])
         holds = split[idx] > 0 or (last and output_on_gpu)
         dbuf = buffers.llama_cpp_compute_bytes(spec, st, kv.cells_full, output_here=last) if holds else 0
-        per_device.append(DeviceUsage.model_construct(
+        per_device.append(DeviceUsage(
             name=dev.name, weights_bytes=dw, kv_cache_bytes=dkv, buffers_bytes=dbuf, total_bytes=dw + dkv + dbuf,
             usable_bytes=usable[idx], layers=split[idx]))
     host_w += sum(w.per_layer[:first_gpu_block]) + (0 if output_on_gpu else w.output)
@@ -157,7 +159,7 @@ def _paged(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: 
         else:
             dbuf = act
         dw, dkv = weights_all // tp, kv.total // tp
-        per_device.append(DeviceUsage.model_construct(
+        per_device.append(DeviceUsage(
             name=dev.name, weights_bytes=dw, kv_cache_bytes=dkv, buffers_bytes=dbuf, total_bytes=dw + dkv + dbuf,
             usable_bytes=usable, layers=spec.n_layers))
     if not devices:
@@ -170,7 +172,7 @@ def _breakdown(per_device, w, kv, host_w, host_kv, host_buf, gpu_layers, n, note
     weights = sum(d.weights_bytes for d in per_device)
     kv_b = sum(d.kv_cache_bytes for d in per_device)
     buf = sum(d.buffers_bytes for d in per_device)
-    return MemoryBreakdown.model_construct(
+    return MemoryBreakdown(
         weights_bytes=weights, kv_cache_bytes=kv_b, buffers_bytes=buf, total_bytes=weights + kv_b + buf,
         host_weights_bytes=host_w, host_kv_cache_bytes=host_kv, host_buffers_bytes=host_buf,
         model_file_bytes=w.total, gpu_layers=gpu_layers, n_layers=n, per_device=per_device, kv=kv, notes=notes,

@@ -1,7 +1,7 @@
 """One sizing run: the breakdown and verdict, the quantization matrix, the context-scaling table."""
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record, replace
 
 from .hardware import Hardware
 from .memory import MemoryBreakdown, estimate
@@ -13,31 +13,34 @@ from .verdict import Status, Verdict, judge
 SCALING_CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
 
 
-class MatrixRow(BaseModel):
+@record
+class MatrixRow:
     """One quantization format at the asked context (the seed pages' quantization matrix)."""
 
     quant: str
     label: str
-    engine: str = Field(description="the engine sized: the chosen one, or vLLM for checkpoint formats llama.cpp cannot load")
-    weights_bytes: int = Field(description="weights, accelerators and host RAM together")
+    engine: str = doc(description="the engine sized: the chosen one, or vLLM for checkpoint formats llama.cpp cannot load")
+    weights_bytes: int = doc(description="weights, accelerators and host RAM together")
     kv_cache_bytes: int
-    total_bytes: int = Field(description="weights + KV + buffers, accelerators and host RAM together")
+    total_bytes: int = doc(description="weights + KV + buffers, accelerators and host RAM together")
     status: Status
-    weights_source: str = Field(description="formula, approximate formula, real file size, exact from checkpoint")
-    note: str = Field(default="", description="why a row cannot run here (e.g. a checkpoint format with no GPU)")
+    weights_source: str = doc(description="formula, approximate formula, real file size, exact from checkpoint")
+    note: str = doc(default="", description="why a row cannot run here (e.g. a checkpoint format with no GPU)")
 
 
-class ScalingRow(BaseModel):
+@record
+class ScalingRow:
     """The chosen format at one context length."""
 
     context: int
     kv_cache_bytes: int
     total_bytes: int
     status: Status
-    beyond_model_max: bool = Field(default=False, description="longer than max_position_embeddings: needs RoPE scaling")
+    beyond_model_max: bool = doc(default=False, description="longer than max_position_embeddings: needs RoPE scaling")
 
 
-class PlanResult(BaseModel):
+@record
+class PlanResult:
     memory: MemoryBreakdown
     verdict: Verdict
     weights_source: str
@@ -91,8 +94,8 @@ class Sizer:
         matrix = []
         for other in formats if formats is not None else self.table.formats:
             engine = row_engine(other, st.engine)
-            row_st = st.model_copy(update={"quant": other.name, "engine": engine,
-                                           "kv_cache_dtype": _row_kv(st.kv_cache_dtype, engine)})
+            row_st = replace(st, quant=other.name, engine=engine,
+                                           kv_cache_dtype=_row_kv(st.kv_cache_dtype, engine))
             m, v, src = self.size(other, row_st, now=now)
             status, note = v.status, ""
             if engine in ("vllm", "sglang") and not self.hw.devices:
@@ -105,7 +108,7 @@ class Sizer:
         contexts = sorted(set(SCALING_CONTEXTS) | {self.spec.max_context})
         scaling = []
         for ctx in contexts:
-            m, v, _ = self.size(fmt, st.model_copy(update={"context": ctx}), now=now)
+            m, v, _ = self.size(fmt, replace(st, context=ctx), now=now)
             scaling.append(ScalingRow(context=ctx, kv_cache_bytes=m.kv_cache_bytes + m.host_kv_cache_bytes,
                                       total_bytes=m.total_bytes + m.host_total_bytes, status=v.status,
                                       beyond_model_max=ctx > self.spec.max_context))

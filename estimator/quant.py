@@ -10,13 +10,14 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel
+from fitprobe.estimator.fields import doc, record
 
 from .spec import ModelSpec
 from .tensors import Tensor, inventory
 
 
-class GgmlType(BaseModel):
+@record
+class GgmlType:
     block: int
     bytes: int
 
@@ -24,7 +25,8 @@ class GgmlType(BaseModel):
         return n // self.block * self.bytes
 
 
-class QuantFormat(BaseModel):
+@record
+class QuantFormat:
     name: str
     kind: Literal["native", "gguf", "checkpoint"]
     label: str
@@ -33,14 +35,17 @@ class QuantFormat(BaseModel):
     bits: float | None = None
     linear_bpw: float | None = None
     scale_block: int | None = None
-    keep_16bit: list[str] = []
-    aliases: list[str] = []
+    keep_16bit: list[str] = doc(default_factory=list)
+    aliases: list[str] = doc(default_factory=list)
     approximate: bool = False
 
 
-class QuantTable(BaseModel):
+@record
+class QuantTable:
     ggml_types: dict[str, GgmlType]
     formats: list[QuantFormat]
+    schema: int = 1
+    ggml_types_source: str = ""
 
     def find(self, name: str) -> QuantFormat | None:
         key = name.strip().lower()
@@ -200,7 +205,8 @@ def _source_type(t: Tensor, spec: ModelSpec) -> str:
     return "BF16" if "bfloat16" in spec.native_dtype else "F16"
 
 
-class WeightBytes(BaseModel):
+@record
+class WeightBytes:
     """Bytes of the weights an engine loads, split the ways offload and speed need."""
 
     total: int
@@ -210,7 +216,7 @@ class WeightBytes(BaseModel):
     experts_per_layer: list[int]  # routed-expert bytes within each block
     mtp: int = 0
     vision: int = 0
-    by_type: dict[str, int] = {}
+    by_type: dict[str, int] = doc(default_factory=dict)
 
 
 def tensor_types(spec: ModelSpec, fmt: QuantFormat, *, imatrix: bool | None = None) -> dict[str, str]:
@@ -261,8 +267,7 @@ def _is_dynamic(name: str) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _prepare(spec_json: str) -> _Prepared:
-    spec = ModelSpec.model_validate_json(spec_json)
+def _prepare(spec: ModelSpec) -> _Prepared:
     tensors = inventory(spec)
     static: list[list[Tensor]] = [[] for _ in range(spec.n_layers)]
     dynamic: list[list[Tensor]] = [[] for _ in range(spec.n_layers)]
@@ -285,7 +290,7 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
     """Bytes per tensor summed per block; vision tower and MTP layers reported apart.
 
     Gives exactly the sum over `tensor_types` (tested), but sizes identical blocks once."""
-    prep = _prepare(spec.cache_key)
+    prep = _prepare(spec)
     gguf = fmt.kind == "gguf"
     if imatrix is None:
         imatrix = (fmt.ftype or "").startswith("IQ")
@@ -352,7 +357,7 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
         output = 0  # one shared matrix in a checkpoint
     total = embd + output + sum(per_layer) + (mtp if include_mtp else 0)
     # trusted internal numbers: construct without re-validating (sweeps build thousands)
-    return WeightBytes.model_construct(total=total, token_embd=embd, output=output, per_layer=per_layer,
+    return WeightBytes(total=total, token_embd=embd, output=output, per_layer=per_layer,
                                        experts_per_layer=experts, mtp=mtp, vision=vision, by_type=by_type)
 
 

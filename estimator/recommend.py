@@ -9,7 +9,7 @@ then the least total memory.
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record, replace
 
 from .hardware import Device, Hardware
 from .plan import Sizer
@@ -20,7 +20,8 @@ from .spec import ModelSpec
 GIB = 1 << 30
 
 
-class Candidate(BaseModel):
+@record
+class Candidate:
     key: str
     device: Device
     price_usd: float | None = None
@@ -28,8 +29,9 @@ class Candidate(BaseModel):
     price_basis: str | None = None
 
 
-class Pick(BaseModel):
-    role: str = Field(description="best single GPU | best value | Apple unified memory | cheapest cloud | smallest multi-GPU set")
+@record
+class Pick:
+    role: str = doc(description="best single GPU | best value | Apple unified memory | cheapest cloud | smallest multi-GPU set")
     hardware: str
     gpu_key: str | None = None
     count: int = 1
@@ -68,7 +70,7 @@ class Recommender:
             return engine, None, None, None
         hw = Hardware(devices=[device] * count, usable_fraction=self.usable_fraction)
         sizer = Sizer(self.spec, self.table, hw, error_band=self.band, known_weights={self.fmt.name: self.weights})
-        st = self.st.model_copy(update={"engine": engine})
+        st = replace(self.st, engine=engine)
         mem, verdict, _ = sizer.size(self.fmt, st)
         tps = None
         if verdict.status != "exceeds" and self.speed_fn and device.bandwidth_gbs:

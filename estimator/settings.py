@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from fitprobe.estimator.fields import doc, record
 
 Engine = Literal["llama.cpp", "vllm", "sglang", "ollama", "mlx"]
 ENGINES: tuple[str, ...] = ("llama.cpp", "vllm", "sglang", "ollama", "mlx")
@@ -33,21 +33,22 @@ def normalize_kv_dtype(value: str) -> str:
     return value
 
 
-class RunSettings(BaseModel):
+@record
+class RunSettings:
     quant: str = "Q4_K_M"
-    context: int = Field(default=8192, gt=0, description="tokens per sequence")
+    context: int = doc(default=8192, gt=0, description="tokens per sequence")
     kv_cache_dtype: str = "f16"
-    batch: int = Field(default=1, gt=0, description="concurrent sequences, each with the full context")
+    batch: int = doc(default=1, gt=0, description="concurrent sequences, each with the full context")
     engine: Engine = "llama.cpp"
-    ubatch: int = Field(default=512, gt=0, description="llama.cpp -ub: micro-batch the compute buffer is sized for")
+    ubatch: int = doc(default=512, gt=0, description="llama.cpp -ub: micro-batch the compute buffer is sized for")
     flash_attention: bool = True
-    gpu_layers: int | None = Field(default=None, ge=0, description="llama.cpp -ngl; None = every layer")
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, description="vLLM's share of each GPU")
+    gpu_layers: int | None = doc(default=None, ge=0, description="llama.cpp -ngl; None = every layer")
+    gpu_memory_utilization: float = doc(default=0.9, gt=0, le=1, description="vLLM's share of each GPU")
 
-    @field_validator("kv_cache_dtype")
-    @classmethod
-    def _kv(cls, value: str) -> str:
-        return normalize_kv_dtype(value)
+    def __post_init__(self) -> None:
+        self.kv_cache_dtype = normalize_kv_dtype(self.kv_cache_dtype)
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine '{self.engine}' (choose from: {', '.join(ENGINES)})")
 
     def kv_bytes_per_element(self, native_dtype: str = "bfloat16") -> float:
         """'auto' means the model's own dtype (vLLM/SGLang default)."""

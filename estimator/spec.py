@@ -5,39 +5,43 @@ from the config (or from the family's documented default in transformers), never
 """
 from __future__ import annotations
 
+import json
 from functools import cached_property
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import asdict, doc, record
 
 AttentionKind = Literal["full", "sliding", "chunked", "compressed", "linear", "mamba", "conv", "none"]
 FfnKind = Literal["dense", "moe", "none"]
 
 
-class Layer(BaseModel):
+@record
+class Layer:
     """One decoder block: how it attends (and so what it caches) and what its FFN is."""
 
     attention: AttentionKind = "full"
     ffn: FfnKind = "dense"
     n_kv_heads: int = 0
-    window: int | None = Field(default=None, description="sliding window / attention chunk, in tokens")
+    window: int | None = doc(default=None, description="sliding window / attention chunk, in tokens")
     ffn_size: int = 0
-    compress_ratio: int = Field(default=0, description="DeepSeek V4: tokens per compressed KV entry (4 or 128)")
-    head_dim: int | None = Field(default=None, description="per-layer K/V head dim when it differs (Gemma 4 global layers)")
-    k_eq_v: bool = Field(default=False, description="K and V share one projection (Gemma 4 attention_k_eq_v)")
+    compress_ratio: int = doc(default=0, description="DeepSeek V4: tokens per compressed KV entry (4 or 128)")
+    head_dim: int | None = doc(default=None, description="per-layer K/V head dim when it differs (Gemma 4 global layers)")
+    k_eq_v: bool = doc(default=False, description="K and V share one projection (Gemma 4 attention_k_eq_v)")
 
 
-class MoE(BaseModel):
+@record
+class MoE:
     n_experts: int
     n_experts_used: int
     expert_ffn: int
     n_shared_experts: int = 0
     shared_ffn: int = 0
     expert_bias: bool = False
-    latent_size: int = Field(default=0, description="Nemotron LatentMoE: experts run at this width, not hidden_size")
+    latent_size: int = doc(default=0, description="Nemotron LatentMoE: experts run at this width, not hidden_size")
 
 
-class MLA(BaseModel):
+@record
+class MLA:
     """Multi-head latent attention (DeepSeek V2/V3, Kimi K2, GLM-5): the cache holds the latent."""
 
     kv_lora_rank: int
@@ -47,14 +51,16 @@ class MLA(BaseModel):
     v_head_dim: int
 
 
-class Indexer(BaseModel):
+@record
+class Indexer:
     """DeepSeek sparse attention (V3.2, GLM-5): a per-token indexer key cache beside the latent."""
 
     n_heads: int
     head_dim: int
 
 
-class SSM(BaseModel):
+@record
+class SSM:
     """Recurrent state of Mamba / gated-delta-net / short-conv layers (constant in context)."""
 
     kind: Literal["mamba1", "mamba2", "gdn", "shortconv"]
@@ -71,31 +77,33 @@ class SSM(BaseModel):
     v_head_dim: int = 0
 
 
-class PreQuant(BaseModel):
+@record
+class PreQuant:
     """quantization_config of a pre-quantized checkpoint, reduced to what sizing needs."""
 
     method: str
     bits: float | None = None
     group_size: int | None = None
     fmt: str | None = None
-    expert_bpw: float | None = Field(default=None, description="routed experts stored at another width (DeepSeek V4 expert_dtype fp4: MXFP4)")
-    modules_not_converted: list[str] = Field(default_factory=list)
+    expert_bpw: float | None = doc(default=None, description="routed experts stored at another width (DeepSeek V4 expert_dtype fp4: MXFP4)")
+    modules_not_converted: list[str] = doc(default_factory=list)
 
 
-class ModelSpec(BaseModel):
+@record
+class ModelSpec:
     name: str
-    architecture: str = Field(description="config.json model_type (of the text model)")
+    architecture: str = doc(description="config.json model_type (of the text model)")
     hf_id: str | None = None
-    n_layers: int = Field(gt=0)
-    hidden_size: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
-    n_heads: int = Field(gt=0)
-    n_kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0, description="per-head K (and Q) dim")
-    v_head_dim: int = Field(gt=0)
-    intermediate_size: int = Field(ge=0)
+    n_layers: int = doc(gt=0)
+    hidden_size: int = doc(gt=0)
+    vocab_size: int = doc(gt=0)
+    n_heads: int = doc(gt=0)
+    n_kv_heads: int = doc(gt=0)
+    head_dim: int = doc(gt=0, description="per-head K (and Q) dim")
+    v_head_dim: int = doc(gt=0)
+    intermediate_size: int = doc(ge=0)
     tied_embeddings: bool
-    max_context: int = Field(gt=0)
+    max_context: int = doc(gt=0)
     layers: list[Layer]
     moe: MoE | None = None
     mla: MLA | None = None
@@ -108,19 +116,25 @@ class ModelSpec(BaseModel):
     post_norms: bool = False
     qk_norm: bool = False
     mtp_layers: int = 0
-    hc_mult: int = Field(default=0, description="DeepSeek V4 hyper-connection streams")
+    hc_mult: int = doc(default=0, description="DeepSeek V4 hyper-connection streams")
     o_groups: int = 0
     o_lora_rank: int = 0
     q_lora_rank: int = 0
     vision_params: int = 0
     native_dtype: str = "bfloat16"
-    defaults_used: list[str] = Field(default_factory=list, description="keys taken from the family's transformers defaults")
+    defaults_used: list[str] = doc(default_factory=list, description="keys taken from the family's transformers defaults")
     prequant: PreQuant | None = None
 
     @cached_property
     def cache_key(self) -> str:
         """Identity of this spec for memoized derived data (inventories); specs are never mutated."""
-        return self.model_dump_json()
+        return json.dumps(asdict(self), sort_keys=True)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ModelSpec) and self.cache_key == other.cache_key
+
+    def __hash__(self) -> int:
+        return hash(self.cache_key)
 
     @cached_property
     def ffn_width(self) -> int:

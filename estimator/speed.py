@@ -14,7 +14,7 @@ tensor parallel runs them side by side, so one rank's share counts. Prefill of n
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record
 
 from .hardware import Device, Hardware
 from .memory import MemoryBreakdown
@@ -36,35 +36,37 @@ ALLREDUCE_US = {"nvlink": 20.0, "pcie": 100.0}
 NEW_ARCH_FACTOR = 0.5
 
 
-class Efficiency(BaseModel):
+@record
+class Efficiency:
     """One backend's calibrated constants."""
 
-    bandwidth: float = Field(gt=0, le=1, description="η: achieved / peak memory bandwidth in decode")
-    compute: float = Field(gt=0, description="MFU: achieved / catalog dense FP16 TFLOPS in prefill")
-    batch_compute: float = Field(gt=0, description="MFU of the per-token compute in batched decode")
-    fixed_ms: float = Field(ge=0, description="per decode step: launches, sync, sampling")
+    bandwidth: float = doc(gt=0, le=1, description="η: achieved / peak memory bandwidth in decode")
+    compute: float = doc(gt=0, description="MFU: achieved / catalog dense FP16 TFLOPS in prefill")
+    batch_compute: float = doc(gt=0, description="MFU of the per-token compute in batched decode")
+    fixed_ms: float = doc(ge=0, description="per decode step: launches, sync, sampling")
     calibrated: bool = True
     basis: str = ""
 
 
-class Speed(BaseModel):
-    decode_tps: float = Field(description="tokens/s seen by one sequence")
-    aggregate_tps: float = Field(description="tokens/s over all concurrent sequences (= decode_tps × batch)")
+@record
+class Speed:
+    decode_tps: float = doc(description="tokens/s seen by one sequence")
+    aggregate_tps: float = doc(description="tokens/s over all concurrent sequences (= decode_tps × batch)")
     batch: int
-    prefill_tps: float | None = Field(description="prompt tokens/s for a TTFT-sized prompt; None without a compute figure")
-    ttft_ms: float | None = Field(description="time to first token for a prompt of prompt_tokens")
+    prefill_tps: float | None = doc(description="prompt tokens/s for a TTFT-sized prompt; None without a compute figure")
+    ttft_ms: float | None = doc(description="time to first token for a prompt of prompt_tokens")
     prompt_tokens: int = TTFT_PROMPT
-    bytes_per_token: int = Field(description="bytes read per decode step (weights touched + KV of every sequence)")
+    bytes_per_token: int = doc(description="bytes read per decode step (weights touched + KV of every sequence)")
     gpu_bytes_per_token: int
     cpu_bytes_per_token: int
     gpu_ms: float
     cpu_ms: float
-    overhead_ms: float = Field(description="fixed per-step time plus tensor-parallel all-reduces")
-    compute_ms: float = Field(description="per-step compute time of a batch (0 at batch 1)")
+    overhead_ms: float = doc(description="fixed per-step time plus tensor-parallel all-reduces")
+    compute_ms: float = doc(description="per-step compute time of a batch (0 at batch 1)")
     backend: str
     efficiency: Efficiency
-    bound: str = Field(description="what limits decode: GPU bandwidth, system RAM bandwidth, overhead, compute")
-    notes: list[str] = Field(default_factory=list)
+    bound: str = doc(description="what limits decode: GPU bandwidth, system RAM bandwidth, overhead, compute")
+    notes: list[str] = doc(default_factory=list)
 
 
 def backend_key(engine: str, device: Device | None) -> str:

@@ -222,8 +222,7 @@ def _block(spec: ModelSpec, i: int, *, mtp: bool = False) -> list[Tensor]:
 
 
 @lru_cache(maxsize=512)
-def _inventory(spec_json: str) -> tuple[Tensor, ...]:
-    spec = ModelSpec.model_validate_json(spec_json)
+def _inventory(spec: ModelSpec) -> tuple[Tensor, ...]:
     d, V = spec.hidden_size, spec.vocab_size
     tensors = [Tensor("token_embd.weight", (d, V))]
     for i in range(spec.n_layers):
@@ -243,7 +242,7 @@ def _inventory(spec_json: str) -> tuple[Tensor, ...]:
 
 def inventory(spec: ModelSpec) -> tuple[Tensor, ...]:
     """Every tensor of the checkpoint (text model, MTP layers, the vision tower as one lump)."""
-    return _inventory(spec.cache_key)
+    return _inventory(spec)
 
 
 class ParamCounts(NamedTuple):

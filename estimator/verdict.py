@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from fitprobe.estimator.fields import record
 
 from .hardware import Hardware
 from .memory import MemoryBreakdown
@@ -39,7 +39,8 @@ def band_bytes(error_band: float, required: int, weights: int = 0, kv_cache: int
     return int(error_band * required)
 
 
-class Verdict(BaseModel):
+@record
+class Verdict:
     status: Status
     margin_bytes: int
     utilization: float

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from fitprobe.catalogs.gpus import find_gpu, suggest_gpus
 from fitprobe.catalogs.quants import quant_table
 from fitprobe.catalogs.resolve import ResolvedModel, native_format
+from fitprobe.estimator.fields import asdict, replace
 from fitprobe.estimator.hardware import Device, Hardware
 from fitprobe.estimator.plan import PlanResult, Sizer
 from fitprobe.estimator.quant import QuantFormat
@@ -130,7 +131,7 @@ def size_plan(command: str, resolved: ResolvedModel, fmt: QuantFormat, st: RunSe
     out = schema.PlanOutput(
         command=command,
         model=model_info(resolved),
-        settings=schema.SettingsInfo(quant=fmt.name, **st.model_dump(exclude={"quant"})),
+        settings=schema.SettingsInfo(**{**asdict(st), "quant": fmt.name}),
         hardware=hardware_info(hw, st, hardware_source, now=now, readings=device_readings),
         memory=memory_info(result),
         verdict=verdict_info(result.verdict, band),
@@ -156,8 +157,6 @@ def launch_input(resolved: ResolvedModel, fmt: QuantFormat, st: RunSettings, hw:
 
 def add_launch(sized: Sized, *, engine_option: str | None, requirements=None) -> None:
     """Launch plans for the engines this hardware runs, fixes when it does not fit, and the gate."""
-    from fitprobe.estimator.fixes import find_fixes
-    from fitprobe.estimator.gate import evaluate, tokens_per_second
     from fitprobe.estimator.launch import engines_for, plan_all
 
     inp, out = sized.launch_input, sized.output
@@ -167,15 +166,21 @@ def add_launch(sized: Sized, *, engine_option: str | None, requirements=None) ->
     out.launch = plan_all(inp, engines)
     subject = out.launch[inp.settings.engine]
     if out.verdict.status == "exceeds" or not subject.fits:
+        from fitprobe.estimator.fixes import find_fixes
+
         out.fixes = find_fixes(inp, launch=out.launch)
     if requirements is not None:
+        from fitprobe.estimator.gate import evaluate, tokens_per_second
+
         tps = tokens_per_second(inp, subject) if requirements.tps else None
         out.gate = evaluate(requirements, subject, tps=tps)
 
 
 def verdict_info(verdict, band: float | None = None) -> schema.VerdictInfo:
-    return schema.VerdictInfo(error_band=error_band() if band is None else band, **verdict.model_dump(
-        include={"status", "margin_bytes", "utilization", "reason", "limiting", "uncertainty_bytes"}))
+    return schema.VerdictInfo(error_band=float(error_band() if band is None else band), status=verdict.status,
+                              margin_bytes=verdict.margin_bytes, utilization=verdict.utilization,
+                              reason=verdict.reason, limiting=verdict.limiting,
+                              uncertainty_bytes=verdict.uncertainty_bytes)
 
 
 def _ram_notes(hw: Hardware, result: PlanResult) -> list[str]:
@@ -294,7 +299,7 @@ def fill_report(sized: Sized, resolved: ResolvedModel, fmt: QuantFormat, st: Run
             continue
         tps = usd = None
         if verdict.status != "exceeds" and entry.bandwidth_gbs:
-            st_o = st.model_copy(update={"engine": engine})
+            st_o = replace(st, engine=engine)
             hw_o = Hardware(devices=[entry.device()] * o.gpu_count, usable_fraction=hw.usable_fraction)
             tps = speed_fn(spec, weights[0], st_o, hw_o, mem).aggregate_tps
             usd = costs.usd_per_million(o.price_per_hour_usd, tps)

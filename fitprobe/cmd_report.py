@@ -51,7 +51,9 @@ def report_command(model, gpu, gpus, **opts):
         except OSError as exc:
             fail(f"cannot write {opts['html_path']}: {exc.strerror}", EXIT_USAGE)
     if opts["as_json"]:
-        click.echo(out.model_dump_json(indent=2))
+        from fitprobe.contract import to_json
+
+        click.echo(to_json(out))
     elif not opts["html_path"]:
         click.echo(render_text(out))
     else:
@@ -60,12 +62,11 @@ def report_command(model, gpu, gpus, **opts):
 
 
 def build(model: str, gpu: str | None, gpus: int, opts: dict):
-    from pydantic import ValidationError
-
     from fitprobe.app import UsageError, catalog_hardware, check_settings, fill_report, pick_format, size_plan
     from fitprobe.catalogs.resolve import ResolveError, resolve
     from fitprobe.commands import HardwareError, build_settings, probed_hardware, requirements_from
     from fitprobe.estimator.cost import CostOptions
+    from fitprobe.estimator.fields import replace
     from fitprobe.estimator.finetune import FinetuneOptions
 
     try:
@@ -81,9 +82,8 @@ def build(model: str, gpu: str | None, gpus: int, opts: dict):
             ft = FinetuneOptions(seq_len=opts["ft_seq_len"], micro_batch=opts["ft_batch"],
                                  gradient_checkpointing=not opts["ft_no_checkpointing"], lora_rank=opts["lora_rank"],
                                  optimizer=opts["ft_optimizer"], fused_loss=opts["fused_loss"])
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise UsageError(f"invalid {err['loc'][0]}: {err['msg']}") from None
+        except ValueError as exc:  # a bound or choice the options check
+            raise UsageError(f"invalid option: {exc}") from None
         min_margin = parse_bytes(opts["min_margin"])
         requirements = requirements_from(opts, min_margin)
         ram = int(opts["ram_gib"] * GIB) if opts.get("ram_gib") else None
@@ -94,9 +94,9 @@ def build(model: str, gpu: str | None, gpus: int, opts: dict):
             hw, _, notes = probed_hardware(opts["usable_fraction"])
             source = "probe"
             if ram:
-                hw = hw.model_copy(update={"system_ram_bytes": ram})
+                hw = replace(hw, system_ram_bytes=ram)
         if opts["ram_bw"]:
-            hw = hw.model_copy(update={"ram_bandwidth_gbs": opts["ram_bw"]})
+            hw = replace(hw, ram_bandwidth_gbs=opts["ram_bw"])
         import os
 
         resolved = resolve(model, token=opts.get("token") or os.environ.get("HF_TOKEN"), revision=opts.get("revision"))

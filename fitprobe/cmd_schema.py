@@ -9,9 +9,6 @@ import click
 @click.command("schema")
 def schema_command():
     """Print the JSON Schema of `plan --json` / `check --json` output."""
-    from fitprobe.schema import SCHEMA_VERSION, PlanOutput
+    from fitprobe.contract import json_schema
 
-    doc = PlanOutput.model_json_schema()
-    doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    doc["title"] = f"fitprobe PlanOutput {SCHEMA_VERSION}"
-    click.echo(json.dumps(doc, indent=2))
+    click.echo(json.dumps(json_schema(), indent=2))

@@ -5,7 +5,8 @@ import os
 import sys
 
 import click
-from pydantic import ValidationError
+
+from fitprobe.estimator.fields import replace
 
 from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_HARDWARE, EXIT_MODEL, EXIT_USAGE, fail, parse_bytes
 
@@ -24,9 +25,8 @@ def build_settings(fmt, hw, opts: dict):
         return RunSettings(quant=fmt.name, context=opts["context"], kv_cache_dtype=kv, batch=opts["batch"],
                            engine=engine, ubatch=opts["ubatch"], flash_attention=not opts["no_flash_attn"],
                            gpu_layers=opts["gpu_layers"], gpu_memory_utilization=opts["gpu_util"])
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise UsageError(f"invalid {err['loc'][0] if err['loc'] else 'setting'}: {err['msg']}") from None
+    except ValueError as exc:  # a bound or choice RunSettings checks
+        raise UsageError(f"invalid setting: {exc}") from None
 
 
 def emit(sized, as_json: bool, also_text: bool = False) -> None:
@@ -36,7 +36,9 @@ def emit(sized, as_json: bool, also_text: bool = False) -> None:
 
     text = render_plan(sized.output) + render_launch(sized.output)
     if as_json:
-        click.echo(sized.output.model_dump_json(indent=2))
+        from fitprobe.contract import to_json
+
+        click.echo(to_json(sized.output))
         if also_text:
             click.echo(text, err=True)
     else:
@@ -46,7 +48,6 @@ def emit(sized, as_json: bool, also_text: bool = False) -> None:
 def requirements_from(opts: dict, min_margin: int):
     """The gate's requirements when any gate option is given (else None: plain verdict exit codes)."""
     from fitprobe.app import UsageError
-    from fitprobe.estimator.gate import Requirements
 
     ctx, tps = opts.get("require_context"), opts.get("require_tps")
     if ctx is not None and ctx <= 0:
@@ -57,6 +58,8 @@ def requirements_from(opts: dict, min_margin: int):
         return None
     if ctx:
         opts["context"] = max(opts["context"], ctx)  # size at least at the context required
+    from fitprobe.estimator.gate import Requirements
+
     return Requirements(context=ctx, tps=tps, min_margin_bytes=min_margin, strict=bool(opts.get("strict")))
 
 
@@ -83,7 +86,7 @@ def probed_hardware(usable_fraction: float):
         hw = probe_hardware(report)
     except Exception as exc:  # the probe promises not to raise; if it does, say so in one line
         raise HardwareError(f"could not probe this machine: {exc}") from exc
-    hw = hw.model_copy(update={"usable_fraction": usable_fraction})
+    hw = replace(hw, usable_fraction=usable_fraction)
     readings = [g.model_dump(exclude_none=True) for g in report.gpus if g.visible]
     notes = list(report.notes)
     if not hw.devices:
@@ -109,7 +112,7 @@ def run_check(model: str, *, gpu: str | None, gpus: int, **opts) -> None:
     except HardwareError as exc:
         fail(str(exc), EXIT_HARDWARE)
     if opts.get("ram_gib"):
-        hw = hw.model_copy(update={"system_ram_bytes": int(opts["ram_gib"] * (1 << 30))})
+        hw = replace(hw, system_ram_bytes=int(opts["ram_gib"] * (1 << 30)))
     run_plan("check", model, gpu=None, gpus=0, hardware=hw, readings=readings, probe_notes=notes, **opts)
 
 

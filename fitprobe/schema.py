@@ -5,124 +5,148 @@ Bytes are integers; ratios are fractions (0.83 = 83 %). Bump SCHEMA_VERSION on a
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
-
-from fitprobe.estimator.fixes import Fix
-from fitprobe.estimator.gate import GateResult
+from fitprobe.estimator.fields import doc, record
 from fitprobe.estimator.launch.common import LaunchPlan
 from fitprobe.estimator.memory import DeviceUsage
 from fitprobe.estimator.plan import MatrixRow, ScalingRow
-from fitprobe.estimator.cost import Cost
-from fitprobe.estimator.diagnosis import Diagnosis
-from fitprobe.estimator.finetune import Finetune
-from fitprobe.estimator.recommend import Pick
 from fitprobe.estimator.speed import Speed
-from fitprobe.verify import VerifyResult
+
+if TYPE_CHECKING:  # sections only some commands fill: imported when the contract is validated
+    from fitprobe.estimator.cost import Cost
+    from fitprobe.estimator.diagnosis import Diagnosis
+    from fitprobe.estimator.finetune import Finetune
+    from fitprobe.estimator.fixes import Fix
+    from fitprobe.estimator.gate import GateResult
+    from fitprobe.estimator.recommend import Pick
+    from fitprobe.verify import VerifyResult
 
 SCHEMA_VERSION = "1.0"
 
 
-class ModelInfo(BaseModel):
-    id: str = Field(description="catalog name, HF id or file the model was resolved from")
-    hf_id: str | None = Field(default=None, description="Hugging Face repo id of the checkpoint, when known")
-    source: str = Field(description="bundled catalog, Hugging Face Hub, HF cache, local file")
-    architecture: str = Field(description="config.json model_type of the language model")
-    params_total: int = Field(description="parameters in the checkpoint: language model + vision tower + MTP layers")
-    params_text: int = Field(description="parameters of the language model an engine loads for decoding")
-    params_active: int = Field(description="parameters touched per token (routed experts counted k/E)")
-    params_vision: int = Field(default=0, description="vision tower parameters (counted in params_total)")
-    n_layers: int = Field(description="decoder blocks (num_hidden_layers)")
-    max_context: int = Field(description="max_position_embeddings of the config")
-    attention: str = Field(description="attention layout: full / sliding / chunked / MLA / linear / Mamba counts")
-    published_params: int | None = Field(default=None, description="the publisher's stated size (bundled catalog)")
+@record
+class ModelInfo:
+    id: str = doc(description="catalog name, HF id or file the model was resolved from")
+    hf_id: str | None = doc(default=None, description="Hugging Face repo id of the checkpoint, when known")
+    source: str = doc(description="bundled catalog, Hugging Face Hub, HF cache, local file")
+    architecture: str = doc(description="config.json model_type of the language model")
+    params_total: int = doc(description="parameters in the checkpoint: language model + vision tower + MTP layers")
+    params_text: int = doc(description="parameters of the language model an engine loads for decoding")
+    params_active: int = doc(description="parameters touched per token (routed experts counted k/E)")
+    params_vision: int = doc(default=0, description="vision tower parameters (counted in params_total)")
+    n_layers: int = doc(description="decoder blocks (num_hidden_layers)")
+    max_context: int = doc(description="max_position_embeddings of the config")
+    attention: str = doc(description="attention layout: full / sliding / chunked / MLA / linear / Mamba counts")
+    published_params: int | None = doc(default=None, description="the publisher's stated size (bundled catalog)")
 
 
-class SettingsInfo(BaseModel):
-    quant: str = Field(description="quantization format sized (catalogs/data/quant_formats.json)")
-    context: int = Field(description="tokens per sequence")
-    kv_cache_dtype: str = Field(description="f16, bf16, fp8, q8_0, q4_0 or auto (the model's dtype)")
-    batch: int = Field(description="concurrent sequences, each with the full context")
-    engine: str = Field(description="llama.cpp, vllm, sglang, ollama or mlx: whose allocator was modelled")
-    ubatch: int = Field(description="llama.cpp micro-batch the compute buffer is sized for")
-    flash_attention: bool = Field(description="llama.cpp flash attention (without it the compute buffer grows with context)")
-    gpu_layers: int | None = Field(description="llama.cpp -ngl (counts the output layer); null = all")
-    gpu_memory_utilization: float = Field(description="vLLM's share of each GPU")
+@record
+class SettingsInfo:
+    quant: str = doc(description="quantization format sized (catalogs/data/quant_formats.json)")
+    context: int = doc(description="tokens per sequence")
+    kv_cache_dtype: str = doc(description="f16, bf16, fp8, q8_0, q4_0 or auto (the model's dtype)")
+    batch: int = doc(description="concurrent sequences, each with the full context")
+    engine: str = doc(description="llama.cpp, vllm, sglang, ollama or mlx: whose allocator was modelled")
+    ubatch: int = doc(description="llama.cpp micro-batch the compute buffer is sized for")
+    flash_attention: bool = doc(description="llama.cpp flash attention (without it the compute buffer grows with context)")
+    gpu_layers: int | None = doc(description="llama.cpp -ngl (counts the output layer); null = all")
+    gpu_memory_utilization: float = doc(description="vLLM's share of each GPU")
 
 
-class DeviceInfo(BaseModel):
+@record
+class DeviceInfo:
     name: str
-    memory_bytes: int = Field(description="physical memory")
-    usable_bytes: int = Field(description="what the model may use: usable share, hard caps, engine share")
-    free_bytes: int | None = Field(default=None, description="free right now (probed devices)")
-    bandwidth_gbs: float | None = Field(default=None, description="memory bandwidth, GB/s (catalog or derived from the probe)")
-    catalog_key: str | None = Field(default=None, description="matching entry of catalogs/data/gpus.json")
-    readings: dict[str, Any] = Field(default_factory=dict, description="probed readings with their sources")
+    memory_bytes: int = doc(description="physical memory")
+    usable_bytes: int = doc(description="what the model may use: usable share, hard caps, engine share")
+    free_bytes: int | None = doc(default=None, description="free right now (probed devices)")
+    bandwidth_gbs: float | None = doc(default=None, description="memory bandwidth, GB/s (catalog or derived from the probe)")
+    catalog_key: str | None = doc(default=None, description="matching entry of catalogs/data/gpus.json")
+    readings: dict[str, Any] = doc(default_factory=dict, description="probed readings with their sources")
 
 
-class HardwareInfo(BaseModel):
-    name: str = Field(description="'2x RTX 4090', 'RTX 3090 + RTX 4090', 'CPU only'")
-    count: int = Field(description="number of accelerators (0 = CPU only)")
-    memory_bytes: int = Field(description="physical accelerator memory, all devices")
-    usable_bytes: int = Field(description="memory the model may use, all devices (usable share, caps, engine share)")
-    usable_fraction: float = Field(description="share of physical memory treated as usable (--usable)")
-    system_ram_bytes: int | None = Field(default=None, description="host RAM for offload (probed, cgroup-capped, or --ram-gib)")
-    source: str = Field(description="'catalog' (named with --gpu) or 'probe'")
-    devices: list[DeviceInfo] = Field(default_factory=list)
+@record
+class HardwareInfo:
+    name: str = doc(description="'2x RTX 4090', 'RTX 3090 + RTX 4090', 'CPU only'")
+    count: int = doc(description="number of accelerators (0 = CPU only)")
+    memory_bytes: int = doc(description="physical accelerator memory, all devices")
+    usable_bytes: int = doc(description="memory the model may use, all devices (usable share, caps, engine share)")
+    usable_fraction: float = doc(description="share of physical memory treated as usable (--usable)")
+    system_ram_bytes: int | None = doc(default=None, description="host RAM for offload (probed, cgroup-capped, or --ram-gib)")
+    source: str = doc(description="'catalog' (named with --gpu) or 'probe'")
+    devices: list[DeviceInfo] = doc(default_factory=list)
 
 
-class MemoryInfo(BaseModel):
-    weights_bytes: int = Field(description="weights on the accelerators")
-    kv_cache_bytes: int = Field(description="KV cache and recurrent state on the accelerators")
-    buffers_bytes: int = Field(description="compute buffers / activation peak / engine overhead on the accelerators")
+@record
+class MemoryInfo:
+    weights_bytes: int = doc(description="weights on the accelerators")
+    kv_cache_bytes: int = doc(description="KV cache and recurrent state on the accelerators")
+    buffers_bytes: int = doc(description="compute buffers / activation peak / engine overhead on the accelerators")
     total_bytes: int
-    host_weights_bytes: int = Field(description="weights in system RAM (llama.cpp input embedding, offloaded layers)")
+    host_weights_bytes: int = doc(description="weights in system RAM (llama.cpp input embedding, offloaded layers)")
     host_kv_cache_bytes: int
     host_buffers_bytes: int
-    model_file_bytes: int = Field(description="all language-model weights at this quant (GGUF file / checkpoint size)")
-    weights_source: str = Field(description="formula, real file size, exact from checkpoint / GGUF header")
-    gpu_layers: int = Field(description="decoder blocks on accelerators")
-    kv_detail: dict[str, int] = Field(description="KV split: full, windowed, latent, indexer, recurrent; cells")
-    per_device: list[DeviceUsage] = Field(description="the split over devices (layers, weights, KV, buffers, usable)")
+    model_file_bytes: int = doc(description="all language-model weights at this quant (GGUF file / checkpoint size)")
+    weights_source: str = doc(description="formula, real file size, exact from checkpoint / GGUF header")
+    gpu_layers: int = doc(description="decoder blocks on accelerators")
+    kv_detail: dict[str, int] = doc(description="KV split: full, windowed, latent, indexer, recurrent; cells")
+    per_device: list[DeviceUsage] = doc(description="the split over devices (layers, weights, KV, buffers, usable)")
 
 
-class VerdictInfo(BaseModel):
-    status: str = Field(description="fits | tight | exceeds")
-    margin_bytes: int = Field(description="usable minus required on the limiting device (negative = short)")
-    utilization: float = Field(description="required / usable on the limiting device")
-    reason: str = Field(description="one sentence: what decides the verdict")
-    limiting: str = Field(description="the device (or 'system RAM') with the smallest relative margin")
-    error_band: float = Field(description="measured p90 |error| of the dominant components (weights, KV cache)")
-    uncertainty_bytes: int = Field(
+@record
+class VerdictInfo:
+    status: str = doc(description="fits | tight | exceeds")
+    margin_bytes: int = doc(description="usable minus required on the limiting device (negative = short)")
+    utilization: float = doc(description="required / usable on the limiting device")
+    reason: str = doc(description="one sentence: what decides the verdict")
+    limiting: str = doc(description="the device (or 'system RAM') with the smallest relative margin")
+    error_band: float = doc(description="measured p90 |error| of the dominant components (weights, KV cache)")
+    uncertainty_bytes: int = doc(
         default=0, description="this plan's error band on the limiting device: each component's bytes times its "
                                "measured p90 error (catalogs/data/error_band.json); a smaller margin is 'tight'")
 
 
-class PlanOutput(BaseModel):
+@record
+class PlanOutput:
     schema_version: str = SCHEMA_VERSION
-    command: str = Field(description="plan, check or report")
+    command: str = doc(description="plan, check or report")
     model: ModelInfo
     settings: SettingsInfo
     hardware: HardwareInfo
     memory: MemoryInfo
-    verdict: VerdictInfo = Field(description="fit on the idle hardware (total memory)")
-    verdict_now: VerdictInfo | None = Field(
+    verdict: VerdictInfo = doc(description="fit on the idle hardware (total memory)")
+    verdict_now: VerdictInfo | None = doc(
         default=None, description="check only: fit right now, against free memory (other processes counted)")
-    matrix: list[MatrixRow] = Field(description="every quantization format at this context")
-    scaling: list[ScalingRow] = Field(description="4K..128K and the model's maximum context at this quant")
-    notes: list[str] = Field(default_factory=list, description="what was probed, assumed or approximated")
-    launch: dict[str, LaunchPlan] = Field(
+    matrix: list[MatrixRow] = doc(description="every quantization format at this context")
+    scaling: list[ScalingRow] = doc(description="4K..128K and the model's maximum context at this quant")
+    notes: list[str] = doc(default_factory=list, description="what was probed, assumed or approximated")
+    launch: dict[str, LaunchPlan] = doc(
         default_factory=dict, description="per engine shown (llama.cpp, ollama, vllm, sglang, mlx): the command, "
                                           "each flag with its reason, and whether that configuration fits")
-    fixes: list[Fix] = Field(default_factory=list,
+    fixes: list[Fix] = doc(default_factory=list,
                              description="when it does not fit: the smallest change on each axis, best first")
-    gate: GateResult | None = Field(default=None, description="requirements (--require-*, --min-margin, --strict) "
+    gate: GateResult | None = doc(default=None, description="requirements (--require-*, --min-margin, --strict) "
                                                               "and which of them hold; exit code 1 when one fails")
-    verify: VerifyResult | None = Field(default=None, description="--verify: llama.cpp's own fitter beside fitprobe's")
-    speed: Speed | None = Field(default=None, description="decode / prefill tokens/s and 4K-prompt TTFT "
+    verify: VerifyResult | None = doc(default=None, description="--verify: llama.cpp's own fitter beside fitprobe's")
+    speed: Speed | None = doc(default=None, description="decode / prefill tokens/s and 4K-prompt TTFT "
                                                           "(bandwidth and compute model, calibrated per backend)")
-    cost: Cost | None = Field(default=None, description="report: cloud cost per 1M output tokens, rent vs buy")
-    finetune: Finetune | None = Field(default=None, description="report: QLoRA / LoRA / full fine-tuning memory")
-    recommendations: list[Pick] = Field(default_factory=list, description="report: hardware picks that fit")
-    diagnosis: Diagnosis | None = Field(default=None, description="report: what blocks the fit, KV cost 8K→32K")
+    cost: Cost | None = doc(default=None, description="report: cloud cost per 1M output tokens, rent vs buy")
+    finetune: Finetune | None = doc(default=None, description="report: QLoRA / LoRA / full fine-tuning memory")
+    recommendations: list[Pick] = doc(default_factory=list, description="report: hardware picks that fit")
+    diagnosis: Diagnosis | None = doc(default=None, description="report: what blocks the fit, KV cost 8K→32K")
+
+
+def bind_section_types() -> None:
+    """Import the record types of the optional sections, so pydantic can resolve every annotation.
+
+    `plan` without --json never needs them; importing them only here keeps its start-up short."""
+    from fitprobe.estimator.cost import Cost
+    from fitprobe.estimator.diagnosis import Diagnosis
+    from fitprobe.estimator.finetune import Finetune
+    from fitprobe.estimator.fixes import Fix
+    from fitprobe.estimator.gate import GateResult
+    from fitprobe.estimator.recommend import Pick
+    from fitprobe.verify import VerifyResult
+
+    globals().update(Cost=Cost, Diagnosis=Diagnosis, Finetune=Finetune, Fix=Fix, GateResult=GateResult,
+                     Pick=Pick, VerifyResult=VerifyResult)

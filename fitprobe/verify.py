@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record, replace
 
 DEFAULT_TIMEOUT_S = 120
 MIB = 1 << 20
@@ -19,30 +19,32 @@ _FITTED = re.compile(r"-\s+(\w+) \((.+?)\):\s+(\d+) layers(?: \((\d+) overflowin
 _ARGS = re.compile(r"^-c (\d+) -ngl (-?\d+)(.*)$")
 
 
-class DeviceProjection(BaseModel):
+@record
+class DeviceProjection:
     device: str
     name: str
     layers: int | None = None
     overflowing_layers: int = 0
-    llama_mib: int = Field(description="llama-fit-params' projected use of this device")
+    llama_mib: int = doc(description="llama-fit-params' projected use of this device")
     free_mib: int | None = None
-    fitprobe_mib: int | None = Field(default=None, description="fitprobe's estimate at the same -ngl")
-    difference_mib: int | None = Field(default=None, description="fitprobe minus llama.cpp")
+    fitprobe_mib: int | None = doc(default=None, description="fitprobe's estimate at the same -ngl")
+    difference_mib: int | None = doc(default=None, description="fitprobe minus llama.cpp")
 
 
-class VerifyResult(BaseModel):
+@record
+class VerifyResult:
     tool: str
     command: list[str]
     ok: bool
     error: str | None = None
-    fitted_args: str | None = Field(default=None, description="the -c/-ngl/-ts/-ot line llama.cpp chose")
+    fitted_args: str | None = doc(default=None, description="the -c/-ngl/-ts/-ot line llama.cpp chose")
     context: int | None = None
     gpu_layers: int | None = None
-    projected_initial_mib: int | None = Field(default=None, description="projection with the initial parameters")
+    projected_initial_mib: int | None = doc(default=None, description="projection with the initial parameters")
     free_mib: int | None = None
-    devices: list[DeviceProjection] = Field(default_factory=list)
-    difference_mib: int | None = Field(default=None, description="sum over devices, fitprobe minus llama.cpp")
-    notes: list[str] = Field(default_factory=list)
+    devices: list[DeviceProjection] = doc(default_factory=list)
+    difference_mib: int | None = doc(default=None, description="sum over devices, fitprobe minus llama.cpp")
+    notes: list[str] = doc(default_factory=list)
 
 
 def find_tool(path: str | None) -> str | None:
@@ -111,8 +113,8 @@ def compare(result: VerifyResult, inp) -> VerifyResult:
 
     if not result.ok or result.gpu_layers is None or not inp.hw.devices:
         return result
-    st = inp.settings.model_copy(update={"engine": "llama.cpp", "gpu_layers": max(0, result.gpu_layers),
-                                         "context": (result.context or inp.settings.context) // inp.settings.batch})
+    st = replace(inp.settings, engine="llama.cpp", gpu_layers=max(0, result.gpu_layers),
+                                         context=(result.context or inp.settings.context) // inp.settings.batch)
     sized = size(inp, inp.fmt, st)
     mem = sized.mem
     overflow = sum(d.overflowing_layers for d in result.devices)

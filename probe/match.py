@@ -69,9 +69,10 @@ def name_key(name: str) -> NameKey:
 def load_catalog() -> list[dict[str, Any]]:
     """The validated GPU catalog (catalogs.gpus) as plain entries; [] if it cannot be read, so probing goes on."""
     from fitprobe.catalogs.gpus import load_gpus
+    from fitprobe.estimator.fields import asdict
 
     try:
-        return [e.model_dump() for e in load_gpus()]
+        return [asdict(e) for e in load_gpus()]
     except (OSError, ValueError):
         return []
 

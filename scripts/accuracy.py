@@ -16,6 +16,7 @@ import sys
 from datetime import date
 
 from fitprobe.catalogs import data_path
+from fitprobe.estimator.fields import replace
 from fitprobe.catalogs.models import find_model
 from fitprobe.catalogs.quants import quant_table
 from fitprobe.catalogs.resolve import native_format
@@ -67,18 +68,18 @@ def compare_run(run: dict) -> list[tuple[str, float, float]]:
                          batch=np_, kv_cache_dtype=s.get("type_k") or "f16", ubatch=s.get("n_ubatch") or 512,
                          flash_attention=bool(s.get("flash_attn")))
         if unified and np_ > 1:  # one stream of n_ctx cells shared by all sequences
-            st = st.model_copy(update={"context": s["n_ctx"], "batch": 1})
+            st = replace(st, context=s["n_ctx"], batch=1)
         kv = kv_cache(spec, st)
         attn = kv.full + kv.windowed + kv.latent + kv.indexer
         if m.get("kv_cache_mib") is not None:
             out.append(("kv_cache", m["kv_cache_mib"] * MIB, attn))
         if m.get("recurrent_state_mib") is not None:
-            rec = kv_cache(spec, st.model_copy(update={"batch": np_})).recurrent
+            rec = kv_cache(spec, replace(st, batch=np_)).recurrent
             out.append(("recurrent_state", m["recurrent_state_mib"] * MIB, rec))
         if fmt is not None and (m.get("model_buffer_gpu_mib") is not None or m.get("model_buffer_cpu_mib") is not None):
             gpu = Hardware(devices=[Device(name="gpu", memory_bytes=1 << 50)])
             ngl = s.get("n_gpu_layers")
-            mem = estimate(spec, fmt, quant_table(), st.model_copy(update={"gpu_layers": ngl}), gpu)
+            mem = estimate(spec, fmt, quant_table(), replace(st, gpu_layers=ngl), gpu)
             if m.get("model_buffer_gpu_mib") is not None:
                 out.append(("model_buffer", m["model_buffer_gpu_mib"] * MIB, mem.weights_bytes))
             if m.get("model_buffer_cpu_mib") is not None:

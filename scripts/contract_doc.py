@@ -14,8 +14,9 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "json-contract.md"
 
 HEADER = """# The JSON contract (`--json`)
 
-`fitprobe plan`, `check` and `report` print one JSON object, the pydantic model `PlanOutput`
-(`fitprobe/schema.py`); `fitprobe schema` prints its JSON Schema. Bytes are integers, ratios are
+`fitprobe plan`, `check` and `report` print one JSON object, `PlanOutput` (`fitprobe/schema.py`): typed
+records that pydantic validates before printing, serializes and turns into the JSON Schema that
+`fitprobe schema` prints (`fitprobe/contract.py`); unknown fields are rejected. Bytes are integers, ratios are
 fractions (0.83 = 83 %). `schema_version` changes on any breaking change. Exit codes: 0 fits (or tight,
 unless `--strict`), 1 does not fit or a `--require-*` gate fails, 2 usage error, 3 model not resolvable,
 4 hardware not probeable; errors are one line on stderr, never JSON on stdout.
@@ -61,9 +62,9 @@ def _walk(schema: dict, defs: dict, prefix: str, rows: list[str], seen: set[str]
 
 
 def render() -> str:
-    from fitprobe.schema import PlanOutput
+    from fitprobe.contract import json_schema
 
-    schema = PlanOutput.model_json_schema()
+    schema = json_schema()
     rows: list[str] = []
     _walk(schema, schema.get("$defs", {}), "", rows, set())
     return HEADER + "\n".join(rows) + "\n"

@@ -12,12 +12,15 @@ without the point being predicted, so it shows how the model does on runs it has
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
 import sys
 from math import log
 
-from fitprobe.catalogs.speed_calibration import PATH, DeviceRate, Point, SpeedCalibration, point_inputs
+from fitprobe.catalogs.speed_calibration import (PATH, DeviceRate, Point, SpeedCalibration, load_calibration,
+                                                 point_inputs)
+from fitprobe.estimator.fields import asdict, replace
 from fitprobe.estimator.speed import Efficiency, backend_key, estimate_speed, matmul_params, _attention_flops
 
 # Bounds keep the two-parameter fit physical: η ≤ 0.9 (the best run in FORMULAS §4.1's table
@@ -60,7 +63,7 @@ def device_rates(points, inputs) -> list[DeviceRate]:
 
 
 def fit(points: list[Point], inputs, base: SpeedCalibration) -> SpeedCalibration:
-    cal = base.model_copy(deep=True)
+    cal = copy.deepcopy(base)
     cal.device_rates = device_rates(points, inputs)
     groups: dict[str, list[Point]] = {}
     for p in points:
@@ -87,20 +90,19 @@ def fit(points: list[Point], inputs, base: SpeedCalibration) -> SpeedCalibration
         batched = [p for p in pts if p.kind == "decode" and p.batch > 1]
         pre = [p for p in pts if p.kind == "prefill" and inputs[p.id][3].devices[0].fp16_tflops]
         mfu = _grid(pre, inputs, cal, key, "compute") if pre else None
-        eff = eff.model_copy(update={"compute": mfu or 0.5})
+        eff = replace(eff, compute=mfu or 0.5)
         cal.backends[key] = eff
         mfu_b = _grid(batched, inputs, cal, key, "batch_compute") if batched else None
-        cal.backends[key] = eff.model_copy(update={
-            "batch_compute": mfu_b or eff.compute,
-            "basis": f"{len(one)} batch-1 decode, {len(batched)} batched decode, {len(pre)} prefill points"
-                     + ("" if mfu else "; prefill MFU not fitted (no device with a TFLOPS figure): 0.5")})
+        cal.backends[key] = replace(eff, batch_compute=mfu_b or eff.compute,
+            basis=f"{len(one)} batch-1 decode, {len(batched)} batched decode, {len(pre)} prefill points"
+                     + ("" if mfu else "; prefill MFU not fitted (no device with a TFLOPS figure): 0.5"))
     return cal
 
 
 def _grid(pts, inputs, cal, key, field) -> float:
     best, best_score = None, None
     for v in MFU:
-        cal.backends[key] = cal.backends[key].model_copy(update={field: v})
+        cal.backends[key] = replace(cal.backends[key], **{field: v})
         score = _score((estimate(p, inputs[p.id], cal), p.tps) for p in pts)
         if best_score is None or score < best_score:
             best, best_score = v, score
@@ -112,13 +114,13 @@ def main(argv=None) -> int:
     ap.add_argument("--write", action="store_true", help="refit and write backends/device_rates")
     args = ap.parse_args(argv)
     raw = json.loads(PATH.read_text())
-    base = SpeedCalibration.model_validate(raw)
+    base = load_calibration()
     points = base.points
     inputs = _inputs(points)
     cal = fit(points, inputs, base)
     if args.write:
-        raw["backends"] = {k: v.model_dump() for k, v in cal.backends.items()}
-        raw["device_rates"] = [r.model_dump() for r in cal.device_rates]
+        raw["backends"] = {k: asdict(v) for k, v in cal.backends.items()}
+        raw["device_rates"] = [asdict(r) for r in cal.device_rates]
         PATH.write_text(json.dumps(raw, indent=1) + "\n")
     rates = {r.gpu for r in cal.device_rates}
     rows, errs, loo_errs = [], {"decode": [], "prefill": []}, {"decode": [], "prefill": []}

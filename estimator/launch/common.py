@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record, replace
 
 from ..hardware import Hardware
 from ..memory import MemoryBreakdown
@@ -28,26 +28,28 @@ GPUS_PER_NODE = 8
 MIN_USEFUL_CONTEXT = 4096
 
 
-class Flag(BaseModel):
-    flag: str = Field(description="the option or environment variable exactly as typed")
-    value: str | None = Field(default=None, description="its value; None for a switch")
-    reason: str = Field(description="why the planner set it")
+@record
+class Flag:
+    flag: str = doc(description="the option or environment variable exactly as typed")
+    value: str | None = doc(default=None, description="its value; None for a switch")
+    reason: str = doc(description="why the planner set it")
 
 
-class LaunchPlan(BaseModel):
+@record
+class LaunchPlan:
     """One engine's command, each flag justified, and whether that configuration fits."""
 
     engine: str
-    command: str = Field(description="pasteable command (setup commands first, one per line)")
-    setup: list[str] = Field(default_factory=list, description="commands to run before (ray start, rpc-server, sysctl)")
-    flags: list[Flag] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict, description="environment variables the command sets")
+    command: str = doc(description="pasteable command (setup commands first, one per line)")
+    setup: list[str] = doc(default_factory=list, description="commands to run before (ray start, rpc-server, sysctl)")
+    flags: list[Flag] = doc(default_factory=list)
+    env: dict[str, str] = doc(default_factory=dict, description="environment variables the command sets")
     fits: bool
-    status: str = Field(description="fits | tight | exceeds for this configuration")
+    status: str = doc(description="fits | tight | exceeds for this configuration")
     margin_bytes: int
-    total_bytes: int = Field(description="memory this plan needs on the accelerators")
-    host_bytes: int = Field(description="memory this plan needs in system RAM")
-    context: int = Field(description="tokens per sequence this plan serves")
+    total_bytes: int = doc(description="memory this plan needs on the accelerators")
+    host_bytes: int = doc(description="memory this plan needs in system RAM")
+    context: int = doc(description="tokens per sequence this plan serves")
     quant: str
     kv_cache_dtype: str
     gpu_layers: int | None = None
@@ -55,7 +57,7 @@ class LaunchPlan(BaseModel):
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     nodes: int = 1
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = doc(default_factory=list)
 
 
 @dataclass
@@ -154,7 +156,7 @@ def cap_context(inp: LaunchInput, st: RunSettings, engine: str) -> tuple[RunSett
            "llama.cpp": "llama.cpp would run past the trained context (its own warning) and quality breaks down",
            "ollama": "Ollama's runner would run past the trained context and quality breaks down",
            "mlx": "past it the model was not trained"}.get(engine, "past it the model was not trained")
-    return (st.model_copy(update={"context": limit}),
+    return (replace(st, context=limit),
             f"capped at {limit:,} tokens, the model's maximum context (max_position_embeddings); "
             f"{st.context:,} was asked and {why}")
 

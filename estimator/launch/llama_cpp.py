@@ -9,6 +9,8 @@ expert tensors of blocks 0..N-1 to the CPU buffer), FORMULAS.md §2.1, §2.5, §
 """
 from __future__ import annotations
 
+from fitprobe.estimator.fields import replace
+
 import math
 
 from ..memory import MemoryBreakdown
@@ -24,7 +26,7 @@ def moe_offload(mem: MemoryBreakdown, w: WeightBytes, n_cpu: int) -> MemoryBreak
     """The breakdown with the routed experts of blocks 0..n_cpu-1 moved from their device to RAM."""
     n = mem.n_layers
     first = n - mem.gpu_layers
-    devices = [d.model_copy() for d in mem.per_device]
+    devices = [replace(d) for d in mem.per_device]
     moved_total = 0
     start = first
     for d in devices:
@@ -34,9 +36,8 @@ def moe_offload(mem: MemoryBreakdown, w: WeightBytes, n_cpu: int) -> MemoryBreak
         moved_total += moved
         start += d.layers
     weights = sum(d.weights_bytes for d in devices)
-    return mem.model_copy(update={
-        "per_device": devices, "weights_bytes": weights, "total_bytes": mem.total_bytes - moved_total,
-        "host_weights_bytes": mem.host_weights_bytes + moved_total})
+    return replace(mem, per_device=devices, weights_bytes=weights, total_bytes=mem.total_bytes - moved_total,
+        host_weights_bytes=mem.host_weights_bytes + moved_total)
 
 
 def cpu_read_per_token(inp: LaunchInput, w: WeightBytes, *, ngl: int | None, n_cpu_moe: int) -> float:
@@ -57,10 +58,10 @@ def cpu_read_per_token(inp: LaunchInput, w: WeightBytes, *, ngl: int | None, n_c
 def plan(inp: LaunchInput) -> LaunchPlan:
     engine = "llama.cpp"
     fmt, fmt_note = engine_format(engine, inp)
-    spec, hw, n = inp.spec, inp.hw, inp.spec.n_layers
+    hw = inp.hw
     kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("f16", "bf16", "f32", "q8_0", "q4_0") else "f16"
-    base = inp.settings.model_copy(update={"engine": engine, "quant": fmt.name, "flash_attention": True,
-                                           "gpu_layers": None if hw.devices else 0, "kv_cache_dtype": kv})
+    base = replace(inp.settings, engine=engine, quant=fmt.name, flash_attention=True,
+                                           gpu_layers=None if hw.devices else 0, kv_cache_dtype=kv)
     w, _ = inp.sizer.weights(fmt)
     notes = [fmt_note] if fmt_note else []
     reasons: dict[str, str] = {}
@@ -70,7 +71,7 @@ def plan(inp: LaunchInput) -> LaunchPlan:
         notes.append(capped)
     st, sized, cpu_moe = base, size(inp, fmt, base), 0
     if not sized.ok and not inp.kv_explicit and kv in ("f16", "bf16"):
-        q8 = base.model_copy(update={"kv_cache_dtype": "q8_0"})
+        q8 = replace(base, kv_cache_dtype="q8_0")
         s8 = size(inp, fmt, q8)
         if s8.ok:
             reasons["kv"] = (f"KV pressure decides fit: the {kv} cache ({gib(sized.mem.kv.total)}) does not fit beside "
@@ -103,11 +104,11 @@ def _offload(inp, fmt, base, w, reasons):
                             base, Sized(mem, rejudge(inp, mem))))
 
     def ngl_fits(g: int) -> bool:
-        return size(inp, fmt, base.model_copy(update={"gpu_layers": g})).ok
+        return size(inp, fmt, replace(base, gpu_layers=g)).ok
 
     g = largest_fitting(0, n, ngl_fits)
     if g is not None:
-        st = base.model_copy(update={"gpu_layers": g})
+        st = replace(base, gpu_layers=g)
         options.append((cpu_read_per_token(inp, w, ngl=g, n_cpu_moe=0), "ngl", g, st, size(inp, fmt, st)))
     if not options:
         return base, size(inp, fmt, base), 0
@@ -131,7 +132,7 @@ def _shorter_context(inp, fmt, st, sized, reasons, notes):
     asked = st.context
 
     def fits(c: int) -> bool:
-        return size(inp, fmt, st.model_copy(update={"context": c})).ok
+        return size(inp, fmt, replace(st, context=c)).ok
 
     c = largest_fitting(PAD, asked, fits, step=PAD)
     if c is None:
@@ -140,7 +141,7 @@ def _shorter_context(inp, fmt, st, sized, reasons, notes):
     if c < MIN_USEFUL_CONTEXT <= asked:
         notes.append(f"only {c} tokens fit, under the {MIN_USEFUL_CONTEXT}-token floor llama.cpp's own fitter uses")
     reasons["ctx"] = f"{ctx_text(asked)} does not fit; {ctx_text(c)} is the largest context (multiple of {PAD}) that does"
-    st = st.model_copy(update={"context": c})
+    st = replace(st, context=c)
     return st, size(inp, fmt, st)
 
 
@@ -157,7 +158,7 @@ def model_args(inp: LaunchInput, fmt) -> tuple[list[Flag], list[str]]:
 
 
 def _build(inp, fmt, st, sized, cpu_moe, reasons, notes, w) -> LaunchPlan:
-    spec, hw, n = inp.spec, inp.hw, inp.spec.n_layers
+    hw, n = inp.hw, inp.spec.n_layers
     flags, more = model_args(inp, fmt)
     notes = notes + more
     B = st.batch

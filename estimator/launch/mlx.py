@@ -8,6 +8,8 @@ physical memory, is what blocks the fit, `sudo sysctl iogpu.wired_limit_mb=N` ra
 """
 from __future__ import annotations
 
+from fitprobe.estimator.fields import replace
+
 import math
 import re
 
@@ -31,7 +33,7 @@ def plan(inp: LaunchInput) -> LaunchPlan:
     fmt = inp.fmt
     notes: list[str] = []
     kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("f16", "bf16") else "f16"
-    st = inp.settings.model_copy(update={"engine": engine, "kv_cache_dtype": kv, "gpu_layers": None})
+    st = replace(inp.settings, engine=engine, kv_cache_dtype=kv, gpu_layers=None)
     st, capped = cap_context(inp, st, engine)
     if capped:
         notes.append(capped)
@@ -53,8 +55,7 @@ def plan(inp: LaunchInput) -> LaunchPlan:
                       reason=f"caps the KV caches at the {gib(sized.mem.kv_cache_bytes)} the plan reserved"))
     dev = inp.hw.devices[0] if inp.hw.devices else None
     if not sized.ok and dev is not None and dev.usable_cap_bytes:
-        raised = inp.hw.model_copy(update={"devices": [d.model_copy(update={"usable_cap_bytes": None})
-                                                       for d in inp.hw.devices]})
+        raised = replace(inp.hw, devices=[replace(d, usable_cap_bytes=None) for d in inp.hw.devices])
         s2 = size(inp, fmt, st, raised)
         if s2.ok:
             need = s2.mem.per_device[0].total_bytes * (1 + inp.sizer.error_band)

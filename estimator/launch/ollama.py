@@ -8,6 +8,8 @@ envconfig/config.go). Partial offload is reported as the layer count Ollama will
 """
 from __future__ import annotations
 
+from fitprobe.estimator.fields import replace
+
 from .common import (GIB, Flag, LaunchInput, LaunchPlan, cap_context, ctx_text, engine_format, gib, largest_fitting,
                      plan_from, shell_join, size, unified)
 
@@ -24,15 +26,15 @@ def plan(inp: LaunchInput) -> LaunchPlan:
     fmt, fmt_note = engine_format(engine, inp)
     notes = [fmt_note] if fmt_note else []
     kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("f16", "q8_0", "q4_0") else "f16"
-    base = inp.settings.model_copy(update={"engine": engine, "quant": fmt.name, "flash_attention": True,
-                                           "kv_cache_dtype": kv, "gpu_layers": None if inp.hw.devices else 0})
+    base = replace(inp.settings, engine=engine, quant=fmt.name, flash_attention=True,
+                                           kv_cache_dtype=kv, gpu_layers=None if inp.hw.devices else 0)
     base, capped = cap_context(inp, base, engine)
     if capped:
         notes.append(capped)
     st, sized = base, size(inp, fmt, base)
     kv_reason = None
     if not sized.ok and not inp.kv_explicit and kv == "f16":
-        q8 = base.model_copy(update={"kv_cache_dtype": "q8_0"})
+        q8 = replace(base, kv_cache_dtype="q8_0")
         s8 = size(inp, fmt, q8)
         if s8.ok:
             kv_reason = (f"KV pressure decides fit: the f16 cache ({gib(sized.mem.kv.total)}) does not fit beside the "
@@ -43,9 +45,9 @@ def plan(inp: LaunchInput) -> LaunchPlan:
         notes.append("unified memory: moving layers to the CPU frees nothing (one pool); only a shorter context "
                      "or a smaller quant helps")
     elif not sized.ok and inp.hw.devices:
-        g = largest_fitting(0, n, lambda x: size(inp, fmt, st.model_copy(update={"gpu_layers": x})).ok)
+        g = largest_fitting(0, n, lambda x: size(inp, fmt, replace(st, gpu_layers=x)).ok)
         if g is not None:
-            st = st.model_copy(update={"gpu_layers": g})
+            st = replace(st, gpu_layers=g)
             sized = size(inp, fmt, st)
             notes.append(f"does not fit on the GPU: Ollama offloads layers itself; about {g} of {n + 1} layers fit "
                          f"(the rest run on the CPU: slow)")

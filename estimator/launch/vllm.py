@@ -9,6 +9,8 @@ below 4096); `--cpu-offload-gb` last (weights streamed over PCIe every step: slo
 """
 from __future__ import annotations
 
+from fitprobe.estimator.fields import replace
+
 import math
 
 from ..hardware import Hardware
@@ -51,7 +53,7 @@ def layout(inp: LaunchInput, *, across_nodes_tp: bool = False) -> tuple[int, int
 
 
 def sub_hardware(hw: Hardware, count: int) -> Hardware:
-    return hw.model_copy(update={"devices": hw.devices[:count]})
+    return replace(hw, devices=hw.devices[:count])
 
 
 def pp_adjust(mem: MemoryBreakdown, pp: int) -> MemoryBreakdown:
@@ -61,22 +63,22 @@ def pp_adjust(mem: MemoryBreakdown, pp: int) -> MemoryBreakdown:
     devices = []
     for d in mem.per_device:
         w, kv = d.weights_bytes // pp, d.kv_cache_bytes // pp
-        devices.append(d.model_copy(update={"weights_bytes": w, "kv_cache_bytes": kv,
-                                            "total_bytes": w + kv + d.buffers_bytes}))
+        devices.append(replace(d, weights_bytes=w, kv_cache_bytes=kv,
+                                            total_bytes=w + kv + d.buffers_bytes))
     w = sum(d.weights_bytes for d in devices)
     kv = sum(d.kv_cache_bytes for d in devices)
-    return mem.model_copy(update={"per_device": devices, "weights_bytes": w, "kv_cache_bytes": kv,
-                                  "total_bytes": w + kv + mem.buffers_bytes})
+    return replace(mem, per_device=devices, weights_bytes=w, kv_cache_bytes=kv,
+                                  total_bytes=w + kv + mem.buffers_bytes)
 
 
 def offload_adjust(mem: MemoryBreakdown, per_gpu: int) -> MemoryBreakdown:
     """--cpu-offload-gb: that many bytes of weights per GPU live in pinned system RAM."""
-    devices = [d.model_copy(update={"weights_bytes": d.weights_bytes - per_gpu, "total_bytes": d.total_bytes - per_gpu})
+    devices = [replace(d, weights_bytes=d.weights_bytes - per_gpu, total_bytes=d.total_bytes - per_gpu)
                for d in mem.per_device]
     moved = per_gpu * len(devices)
-    return mem.model_copy(update={"per_device": devices, "weights_bytes": mem.weights_bytes - moved,
-                                  "total_bytes": mem.total_bytes - moved,
-                                  "host_weights_bytes": mem.host_weights_bytes + moved})
+    return replace(mem, per_device=devices, weights_bytes=mem.weights_bytes - moved,
+                                  total_bytes=mem.total_bytes - moved,
+                                  host_weights_bytes=mem.host_weights_bytes + moved)
 
 
 QUANT_NAMES = {"fp8": "fp8", "awq": "awq", "gptq": "gptq", "compressed-tensors": "compressed-tensors",
@@ -135,14 +137,14 @@ def _asked_context(inp: LaunchInput, engine: str) -> int:
 def _plan_format(inp: LaunchInput, engine: str, fmt, fmt_note: str | None) -> LaunchPlan:
     notes = [fmt_note] if fmt_note else []
     kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("auto", "f16", "bf16", "fp8") else "auto"
-    base = inp.settings.model_copy(update={"engine": engine, "quant": fmt.name, "kv_cache_dtype": kv, "gpu_layers": None})
+    base = replace(inp.settings, engine=engine, quant=fmt.name, kv_cache_dtype=kv, gpu_layers=None)
     base, capped = cap_context(inp, base, engine)
     if capped:
         notes.append(capped)
     if not inp.hw.devices:
         sized = size(inp, fmt, base)
         notes.append(f"{engine} needs GPUs: no plan for CPU-only hardware")
-        return plan_from(engine, inp, Sized(sized.mem, sized.verdict.model_copy(update={"status": "exceeds"})), base, fmt,
+        return plan_from(engine, inp, Sized(sized.mem, replace(sized.verdict, status="exceeds")), base, fmt,
                          command="", flags=[], notes=notes)
     tp, pp, nodes = layout(inp, across_nodes_tp=engine == "sglang")
     used = tp * pp
@@ -160,7 +162,7 @@ def _plan_format(inp: LaunchInput, engine: str, fmt, fmt_note: str | None) -> La
 
     reasons: dict[str, str] = {"ctx": capped} if capped else {}
     st, sized, offload = base, sz(base), 0
-    fp8 = base.model_copy(update={"kv_cache_dtype": "fp8"})
+    fp8 = replace(base, kv_cache_dtype="fp8")
     if not sized.ok and not inp.kv_explicit:
         s8 = sz(fp8)
         if s8.ok:
@@ -171,12 +173,12 @@ def _plan_format(inp: LaunchInput, engine: str, fmt, fmt_note: str | None) -> La
         floor = min(MIN_USEFUL_CONTEXT, base.context)
         best = None
         for cand in ([base] + ([fp8] if not inp.kv_explicit else [])):
-            c = largest_fitting(floor, cand.context, lambda x, c0=cand: sz(c0.model_copy(update={"context": x})).ok, step=BLOCK)
+            c = largest_fitting(floor, cand.context, lambda x, c0=cand: sz(replace(c0, context=x)).ok, step=BLOCK)
             if c is not None and (best is None or c > best[0]):
                 best = (c, cand)
         if best:
             c, cand = best
-            st = cand.model_copy(update={"context": c})
+            st = replace(cand, context=c)
             sized = sz(st)
             reasons["ctx"] = (f"{ctx_text(base.context)} does not fit the KV budget; {ctx_text(c)} is the largest "
                               f"max-model-len (multiple of {BLOCK}) that does")

@@ -1,4 +1,6 @@
 """Which engines are shown, MLX's wired limit, and every generated flag against engine_flags.json."""
+import copy
+
 import pytest
 
 from fitprobe.catalogs import engine_flags
@@ -42,7 +44,7 @@ def test_all_bundled_models_get_documented_flags(gpu, count):
 
 def test_a_renamed_flag_fails(monkeypatch):
     docs = load_engine_flags()
-    renamed = {k: v.model_copy(deep=True) for k, v in docs.items()}
+    renamed = copy.deepcopy(docs)
     renamed["llama.cpp"].flags = [f for f in renamed["llama.cpp"].flags if "--n-cpu-moe" not in f.names]
     monkeypatch.setattr(engine_flags, "load_engine_flags", lambda: renamed)
     p = plan_all(make_input("qwen3-30b-a3b", "RTX 3060", quant="Q8_0", ctx=16384), ["llama.cpp"])["llama.cpp"]

@@ -1,4 +1,5 @@
 """llama.cpp / Ollama flag choice: full offload, KV quantization, partial offload, MoE expert offload, RPC."""
+from fitprobe.estimator.fields import replace
 from fitprobe.estimator.launch import llama_cpp, ollama
 
 from planhelpers import flag, make_input
@@ -34,7 +35,7 @@ def test_dense_partial_offload_picks_largest_layer_count_that_fits():
     p = llama_cpp.plan(inp)
     assert p.fits and 1 < p.gpu_layers < 81
     assert flag(p, "--n-cpu-moe") is None
-    one_more = inp.settings.model_copy(update={"engine": "llama.cpp", "gpu_layers": p.gpu_layers + 1})
+    one_more = replace(inp.settings, engine="llama.cpp", gpu_layers=p.gpu_layers + 1)
     _, verdict, _ = inp.sizer.size(inp.fmt, one_more)
     assert verdict.status == "exceeds"  # the largest: one more layer does not fit
     assert "RAM" in flag(p, "-ngl").reason
@@ -50,7 +51,7 @@ def test_moe_keeps_experts_in_ram_when_that_beats_partial_offload():
     moe = llama_cpp.cpu_read_per_token(inp, w, ngl=None, n_cpu_moe=p.cpu_moe_layers)
     assert "plain partial offload" in flag(p, "--n-cpu-moe").reason
     # fewer experts in RAM would not fit
-    full = inp.sizer.size(inp.fmt, inp.settings.model_copy(update={"engine": "llama.cpp"}))[0]
+    full = inp.sizer.size(inp.fmt, replace(inp.settings, engine="llama.cpp"))[0]
     from fitprobe.estimator.launch.common import rejudge
     assert rejudge(inp, llama_cpp.moe_offload(full, w, p.cpu_moe_layers - 1)).status == "exceeds"
     assert moe > 0

@@ -1,6 +1,7 @@
 """vLLM / SGLang: TP validity, PP over nodes with Ray, fp8 KV, max-model-len, quantization, offload."""
 import pytest
 
+from fitprobe.estimator.fields import replace
 from fitprobe.estimator.launch import sglang, vllm
 from fitprobe.estimator.launch.vllm import valid_tp
 
@@ -50,7 +51,7 @@ def test_max_model_len_is_the_largest_that_fits():
     assert p.fits and 4096 <= p.context < 131072 and p.context % 16 == 0
     assert flag(p, "--max-model-len").value == str(p.context)
     from fitprobe.estimator.launch.common import size
-    bigger = inp.settings.model_copy(update={"context": p.context + 16})
+    bigger = replace(inp.settings, context=p.context + 16)
     assert not size(inp, inp.fmt, bigger).ok
 
 

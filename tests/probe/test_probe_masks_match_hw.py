@@ -10,7 +10,7 @@ from fitprobe.cmd_probe import probe_command
 from fitprobe.probe import match, nvidia_nvml
 from fitprobe.probe.masks import apply_masks, parse_mask
 from fitprobe.probe.registry import probe_machine
-from fitprobe.probe.run import RunResult, run_command
+from fitprobe.probe.run import run_command
 from fitprobe.probe.to_hardware import probe_hardware
 from fitprobe.probe.types import GiB, MiB, GpuReading, MigInstance, PlatformInfo, ProbeReport
 

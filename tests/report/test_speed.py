@@ -3,6 +3,7 @@ import statistics
 
 import pytest
 
+from fitprobe.estimator.fields import replace
 from fitprobe.catalogs.gpus import find_gpu
 from fitprobe.catalogs.quants import quant_table
 from fitprobe.catalogs.resolve import resolve
@@ -77,7 +78,7 @@ def test_tensor_parallel_nvlink_beats_pcie():
     spec, w, st, _, _, _ = _run("llama-3.1-70b-instruct", "H100 SXM", 2, quant="FP8", engine="vllm", kv_cache_dtype="auto")
     table = quant_table()
     nv = find_gpu("H100 SXM").device()
-    pcie = nv.model_copy(update={"nvlink": False})
+    pcie = replace(nv, nvlink=False)
     out = {}
     for name, dev in (("nvlink", nv), ("pcie", pcie)):
         hw = Hardware(devices=[dev] * 2)

@@ -1,0 +1,133 @@
+"""Catalog files are validated by pydantic whenever their content is new, and remembered once valid.
+
+Every load hashes the file bytes together with the shape of the record types they load into. A hash
+seen valid before (kept in `$FITPROBE_CACHE_DIR`, default `$XDG_CACHE_HOME/fitprobe` or
+`~/.cache/fitprobe`) is built straight into the dataclasses; any other content goes through
+`pydantic.TypeAdapter` first, which raises on a wrong type, a missing field or an unknown one. So an
+edited catalog is always checked, and an unchanged one does not pay for importing pydantic on every
+start. Without a writable cache directory every load validates.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import types
+import typing
+from functools import lru_cache
+from pathlib import Path
+
+
+class CatalogValidationError(ValueError):
+    """A catalog file whose content does not match its record type."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("FITPROBE_CACHE_DIR")
+    if base:
+        return Path(base)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fitprobe"
+
+
+def load(tp, data, raw: bytes, *, what: str):
+    """`data` (parsed from `raw`) as an instance of `tp`; validated unless this content was seen valid."""
+    digest = hashlib.sha256(_shape(tp).encode() + b"\0" + raw).hexdigest()
+    memo = cache_dir() / "validated-catalogs"
+    if (memo / digest).exists():
+        return _build(tp, data)
+    value = _validate(tp, data, what)
+    try:
+        memo.mkdir(parents=True, exist_ok=True)
+        (memo / digest).touch()
+    except OSError:
+        pass  # read-only home: validate every time
+    return value
+
+
+def _validate(tp, data, what: str):
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return _adapter(TypeAdapter, tp).validate_python(data, strict=False)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "top level"
+        raise CatalogValidationError(f"{what} is invalid at {where}: {first['msg']} "
+                                     f"({exc.error_count()} error(s))") from None
+    except ValueError as exc:  # a record's own bounds check
+        raise CatalogValidationError(f"{what} is invalid: {exc}") from None
+
+
+@lru_cache(maxsize=None)
+def _adapter(adapter_cls, tp):
+    return adapter_cls(tp)
+
+
+@lru_cache(maxsize=None)
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+@lru_cache(maxsize=None)
+def _shape(tp) -> str:
+    """The field names and types of a record tree: part of the memo key, so a code change revalidates."""
+    if dataclasses.is_dataclass(tp):
+        hints = _hints(tp)
+        return tp.__qualname__ + "{" + ",".join(f"{f.name}:{_shape(hints[f.name])}"
+                                                for f in dataclasses.fields(tp)) + "}"
+    args = typing.get_args(tp)
+    if args:
+        return f"{typing.get_origin(tp)}[" + ",".join(_shape(a) for a in args) + "]"
+    return repr(tp)
+
+
+@lru_cache(maxsize=None)
+def _nested(tp) -> bool:
+    """Whether values of this type hold records that must be constructed (else they pass through)."""
+    if dataclasses.is_dataclass(tp):
+        return True
+    return any(_nested(arg) for arg in typing.get_args(tp))
+
+
+@lru_cache(maxsize=None)
+def _record_fields(cls) -> dict:
+    """The fields of a record class whose values need building, with their types."""
+    hints = _hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls) if _nested(hints[f.name])}
+
+
+def _build(tp, data):
+    """Construct records from already-validated plain data (nested dataclasses, lists, dicts, optionals)."""
+    if dataclasses.is_dataclass(tp):
+        nested = _record_fields(tp)
+        if nested:
+            data = {k: (_build(nested[k], v) if k in nested else v) for k, v in data.items()}
+        return tp(**data)
+    origin = typing.get_origin(tp)
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return [_build(item, x) for x in data]
+    if origin is tuple:
+        item = typing.get_args(tp)[0]
+        return tuple(_build(item, x) for x in data)
+    if origin is dict:
+        value_type = typing.get_args(tp)[1]
+        return {k: _build(value_type, v) for k, v in data.items()}
+    if origin in (typing.Union, types.UnionType):
+        if data is None:
+            return None
+        for arg in typing.get_args(tp):
+            if arg is not type(None) and _nested(arg):
+                return _build(arg, data)
+    return data
+
+
+def load_json_file(tp, path: Path, *, what: str | None = None):
+    """Read, parse and load one catalog file into `tp` (errors name the file)."""
+    raw = path.read_bytes()
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CatalogValidationError(f"{what or path.name} is not valid JSON: {exc}") from None
+    return load(tp, data, raw, what=what or path.name)
