@@ -26,6 +26,8 @@ class ModelEntry:
     license: str | None = None
     published_params: int = doc(gt=0)
     published_active_params: int | None = None
+    published_params_rounding: int | None = doc(
+        default=None, gt=0, description="the unit the publisher rounded published_params to ('8B': 1e9)")
     params_source: str
     config_source: str
     gguf_repo: str | None = None
