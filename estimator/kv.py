@@ -137,7 +137,7 @@ def _kv_ggml(spec: ModelSpec, st: RunSettings) -> KvCache:
         recurrent_each=recurrent_state_bytes(spec, np_, dtype_bytes=2.0 if mlx else 4.0),
         v4=lambda layer: _v4_layer(spec, layer, st.context, np_, e, paged=False))
     return KvCache(total=sum(per_layer), per_layer=per_layer, cells_full=cells_full,
-                                   cells_window=windowed[-1] if windowed else 0, **{k: int(v) for k, v in out.items()})
+                   cells_window=windowed[-1] if windowed else 0, **{k: int(v) for k, v in out.items()})
 
 
 def _kv_paged(spec: ModelSpec, st: RunSettings, tp: int, batched: int) -> KvCache:
@@ -159,5 +159,5 @@ def _kv_paged(spec: ModelSpec, st: RunSettings, tp: int, batched: int) -> KvCach
         recurrent_each=recurrent_state_bytes(spec, st.batch, dtype_bytes=state_dtype) * tp,
         v4=lambda layer: tuple(x * tp for x in _v4_layer(spec, layer, st.context, st.batch, e, paged=True)))
     return KvCache(total=sum(per_layer), per_layer=per_layer,
-                                   cells_full=blocks_full * VLLM_BLOCK * st.batch,
-                                   cells_window=windowed[-1] if windowed else 0, **{k: int(v) for k, v in out.items()})
+                   cells_full=blocks_full * VLLM_BLOCK * st.batch,
+                   cells_window=windowed[-1] if windowed else 0, **{k: int(v) for k, v in out.items()})

@@ -356,9 +356,8 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
     if spec.tied_embeddings and not gguf:
         output = 0  # one shared matrix in a checkpoint
     total = embd + output + sum(per_layer) + (mtp if include_mtp else 0)
-    # trusted internal numbers: construct without re-validating (sweeps build thousands)
     return WeightBytes(total=total, token_embd=embd, output=output, per_layer=per_layer,
-                                       experts_per_layer=experts, mtp=mtp, vision=vision, by_type=by_type)
+                       experts_per_layer=experts, mtp=mtp, vision=vision, by_type=by_type)
 
 
 def _gguf_bytes(t: Tensor, ty: GgmlType) -> int:
