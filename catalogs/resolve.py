@@ -65,6 +65,14 @@ def scaled(w: WeightBytes, total: int) -> WeightBytes:
         per_layer=[int(x * f) for x in w.per_layer], experts_per_layer=[int(x * f) for x in w.experts_per_layer])
 
 
+def text_weights_from_checkpoint(spec: ModelSpec, fmt: QuantFormat, checkpoint_bytes: int) -> WeightBytes:
+    """The language model's weights from a checkpoint's exact size: the vision tower (counted apart,
+    added back by engines that load it) and MTP layers (not loaded without speculative decoding, e.g.
+    vLLM's DeepSeek/GLM loaders skip layers past num_hidden_layers) come off before the rescale."""
+    w = weight_bytes(spec, fmt, quant_table())
+    return scaled(w, max(1, checkpoint_bytes - w.vision - w.mtp))
+
+
 def resolve(text: str, *, token: str | None = None, revision: str | None = None) -> ResolvedModel:
     """Resolve MODEL; raises ResolveError with a one-line message (and close-name suggestions)."""
     raw = text.strip()
@@ -169,7 +177,8 @@ def _apply_gguf_sizes(resolved: ResolvedModel, model) -> None:
         fmt = table.find(gg.quant)
         if fmt is None or not gg.size_bytes or not gg.complete:
             continue
-        resolved.known_weights[fmt.name] = (scaled(weight_bytes(resolved.spec, fmt, table), gg.size_bytes),
+        w = weight_bytes(resolved.spec, fmt, table)
+        resolved.known_weights[fmt.name] = (scaled(w, gg.size_bytes - w.file_only),
                                             f"real file size ({model.repo_id})")
         resolved.gguf_repo = model.repo_id
 
@@ -204,11 +213,10 @@ def _hub_model(model, quant: str | None) -> ResolvedModel:
     spec = _spec(config, model.repo_id.split("/")[-1], model.repo_id)
     resolved = ResolvedModel(spec=spec, source=source, requested_quant=quant,
                              notes=list(model.notes) + _default_notes(spec))
-    table = quant_table()
     if model.safetensors_params:
         exact = sum(n * _dtype_bytes(dt) for dt, n in model.safetensors_params.items())
         key = _prequant_format(spec) or "BF16"
-        resolved.known_weights[key] = (scaled(weight_bytes(spec, find_quant(key), table), exact),
+        resolved.known_weights[key] = (text_weights_from_checkpoint(spec, find_quant(key), exact),
                                        "exact from checkpoint")
     _apply_gguf_sizes(resolved, model)
     return resolved

@@ -175,5 +175,5 @@ def _breakdown(per_device, w, kv, host_w, host_kv, host_buf, gpu_layers, n, note
     return MemoryBreakdown(
         weights_bytes=weights, kv_cache_bytes=kv_b, buffers_bytes=buf, total_bytes=weights + kv_b + buf,
         host_weights_bytes=host_w, host_kv_cache_bytes=host_kv, host_buffers_bytes=host_buf,
-        model_file_bytes=w.total, gpu_layers=gpu_layers, n_layers=n, per_device=per_device, kv=kv, notes=notes,
+        model_file_bytes=w.total + w.file_only, gpu_layers=gpu_layers, n_layers=n, per_device=per_device, kv=kv, notes=notes,
     )

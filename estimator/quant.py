@@ -69,6 +69,11 @@ _DEFAULT = {
     "F16": "F16", "BF16": "BF16",
 }
 _IQ12 = {"IQ2_XXS", "IQ2_XS", "IQ1_M"}
+# llama.cpp's converter writes GLM's nextn (MTP) layers into the GGUF and its loader skips them
+# (src/models: "NextN/MTP tensors (preserved but unused)", created with TENSOR_SKIP, which
+# llama_model_loader::create_tensor drops from size_data): in the file, not in memory. DeepSeek and
+# Qwen3-Next/3.5 conversions leave their MTP layers out of the file altogether.
+GGUF_KEEPS_NEXTN = frozenset({"glm4_moe", "glm_moe_dsa"})
 
 
 def _more_bits(i: int, n: int) -> bool:
@@ -217,6 +222,7 @@ class WeightBytes:
     mtp: int = 0
     vision: int = 0
     by_type: dict[str, int] = doc(default_factory=dict)
+    file_only: int = doc(default=0, description="bytes in the GGUF file that llama.cpp skips at load (GLM nextn layers)")
 
 
 def tensor_types(spec: ModelSpec, fmt: QuantFormat, *, imatrix: bool | None = None) -> dict[str, str]:
@@ -297,8 +303,10 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
     st = _MixState(spec, prep.has_output, prep.n_attn_v, imatrix)
     by_type: dict[str, int] = {}
 
+    nextn_in_file = gguf and spec.architecture in GGUF_KEEPS_NEXTN
+
     def size(t: Tensor) -> tuple[str, int]:
-        if not gguf or t.mtp:
+        if not gguf or (t.mtp and not nextn_in_file):
             return _checkpoint_bytes(t, fmt, spec)
         ty = _file_type(t, spec, fmt, st)
         return ty, _gguf_bytes(t, table.ggml_types[ty])
@@ -356,8 +364,9 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
     if spec.tied_embeddings and not gguf:
         output = 0  # one shared matrix in a checkpoint
     total = embd + output + sum(per_layer) + (mtp if include_mtp else 0)
+    file_only = mtp if nextn_in_file and not include_mtp else 0
     return WeightBytes(total=total, token_embd=embd, output=output, per_layer=per_layer,
-                       experts_per_layer=experts, mtp=mtp, vision=vision, by_type=by_type)
+                       experts_per_layer=experts, mtp=mtp, vision=vision, by_type=by_type, file_only=file_only)
 
 
 def _gguf_bytes(t: Tensor, ty: GgmlType) -> int:
