@@ -5,11 +5,10 @@ from the config (or from the family's documented default in transformers), never
 """
 from __future__ import annotations
 
-import json
 from functools import cached_property
 from typing import Literal
 
-from fitprobe.estimator.fields import asdict, doc, record
+from fitprobe.estimator.fields import doc, record
 
 AttentionKind = Literal["full", "sliding", "chunked", "compressed", "linear", "mamba", "conv", "none"]
 FfnKind = Literal["dense", "moe", "none"]
@@ -127,8 +126,10 @@ class ModelSpec:
 
     @cached_property
     def cache_key(self) -> str:
-        """Identity of this spec for memoized derived data (inventories); specs are never mutated."""
-        return json.dumps(asdict(self), sort_keys=True)
+        """Identity of this spec for memoized derived data (inventories); specs are never mutated.
+
+        The record repr lists every field, nested records included, in declaration order."""
+        return repr(self)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ModelSpec) and self.cache_key == other.cache_key
