@@ -1,11 +1,10 @@
 """Dated cloud GPU offers (catalogs/data/cloud_prices.json), validated at load against the GPU catalog."""
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 
 from fitprobe.estimator.fields import doc, record
-from fitprobe.catalogs.validated import load
+from fitprobe.catalogs.validated import load_json_file
 
 from . import data_path
 from .gpus import load_gpus
@@ -28,8 +27,7 @@ class CloudOffer:
 
 @lru_cache(maxsize=1)
 def load_offers() -> tuple[CloudOffer, ...]:
-    raw = data_path("cloud_prices.json").read_bytes()
-    offers = tuple(load(list[CloudOffer], json.loads(raw)["offers"], raw, what="cloud_prices.json"))
+    offers = tuple(load_json_file(list[CloudOffer], data_path("cloud_prices.json"), key="offers"))
     keys = {g.key for g in load_gpus()}
     unknown = sorted({o.gpu_key for o in offers} - keys)
     if unknown:

@@ -2,11 +2,10 @@
 against them, so a plan never prints an option the engine does not have."""
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 
 from fitprobe.estimator.fields import record
-from fitprobe.catalogs.validated import load
+from fitprobe.catalogs.validated import load_json_file
 
 from . import data_path
 
@@ -32,8 +31,7 @@ class EngineFlags:
 
 @lru_cache(maxsize=1)
 def load_engine_flags() -> dict[str, EngineFlags]:
-    raw = data_path("engine_flags.json").read_bytes()
-    return load(dict[str, EngineFlags], json.loads(raw)["engines"], raw, what="engine_flags.json")
+    return load_json_file(dict[str, EngineFlags], data_path("engine_flags.json"), key="engines")
 
 
 def check_flags(engine: str, flags) -> list[str]:

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import difflib
-import json
 from functools import lru_cache
 from pathlib import Path
 
 from fitprobe.estimator.fields import doc, record
-from fitprobe.catalogs.validated import load
+from fitprobe.catalogs.validated import load_json_file
 
 from fitprobe.estimator.hardware import Device
 
@@ -67,8 +66,7 @@ def _norm(text: str) -> str:
 
 @lru_cache(maxsize=1)
 def load_gpus() -> tuple[GpuEntry, ...]:
-    raw = PATH.read_bytes()
-    entries = tuple(load(list[GpuEntry], json.loads(raw)["devices"], raw, what="gpus.json"))
+    entries = tuple(load_json_file(list[GpuEntry], PATH, key="devices"))
     keys = [e.key for e in entries]
     if len(set(keys)) != len(keys):
         raise ValueError("gpus.json has duplicate keys")

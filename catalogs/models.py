@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import difflib
-import json
 from functools import lru_cache
 from pathlib import Path
 
-from fitprobe.catalogs.validated import CatalogValidationError, load
+from fitprobe.catalogs.validated import CatalogValidationError, load_json_file
 from fitprobe.estimator.fields import doc, record
 
 MODELS_DIR = Path(__file__).parent / "data" / "models"
@@ -45,11 +44,8 @@ def _norm(text: str) -> str:
 def load_models() -> tuple[ModelEntry, ...]:
     entries = []
     for path in sorted(MODELS_DIR.glob("*.json")):
-        raw = path.read_bytes()
         try:
-            entry = load(ModelEntry, json.loads(raw), raw, what=f"bundled model file {path.name}")
-        except json.JSONDecodeError as exc:
-            raise CatalogError(f"bundled model file {path.name} is not valid JSON: {exc}") from None
+            entry = load_json_file(ModelEntry, path, what=f"bundled model file {path.name}")
         except CatalogValidationError as exc:
             raise CatalogError(str(exc)) from None
         if entry.name != path.stem:

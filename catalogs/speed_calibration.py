@@ -6,13 +6,12 @@ run a point exactly the way the report runs a plan.
 """
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 
 from dataclasses import field
 
-from fitprobe.catalogs.validated import load
+from fitprobe.catalogs.validated import load_json_file
 from fitprobe.estimator.fields import doc, record, replace
 from fitprobe.estimator.speed import Efficiency
 
@@ -90,8 +89,7 @@ class SpeedCalibration:
 
 @lru_cache(maxsize=1)
 def load_calibration() -> SpeedCalibration:
-    raw = PATH.read_bytes()
-    return load(SpeedCalibration, json.loads(raw), raw, what="speed_calibration.json")
+    return load_json_file(SpeedCalibration, PATH)
 
 
 def point_inputs(point: Point):

@@ -30,7 +30,7 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fitprobe"
 
 
-def load(tp, data, raw: bytes, *, what: str):
+def _load(tp, data, raw: bytes, *, what: str):
     """`data` (parsed from `raw`) as an instance of `tp`; validated unless this content was seen valid."""
     digest = hashlib.sha256(_shape(tp).encode() + b"\0" + raw).hexdigest()
     memo = cache_dir() / "validated-catalogs"
@@ -46,10 +46,10 @@ def load(tp, data, raw: bytes, *, what: str):
 
 
 def _validate(tp, data, what: str):
-    from pydantic import TypeAdapter, ValidationError
+    from pydantic import ValidationError
 
     try:
-        return _adapter(TypeAdapter, tp).validate_python(data, strict=False)
+        return _adapter(tp).validate_python(data, strict=False)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "top level"
@@ -60,8 +60,10 @@ def _validate(tp, data, what: str):
 
 
 @lru_cache(maxsize=None)
-def _adapter(adapter_cls, tp):
-    return adapter_cls(tp)
+def _adapter(tp):
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(tp)
 
 
 @lru_cache(maxsize=None)
@@ -123,11 +125,16 @@ def _build(tp, data):
     return data
 
 
-def load_json_file(tp, path: Path, *, what: str | None = None):
-    """Read, parse and load one catalog file into `tp` (errors name the file)."""
+def load_json_file(tp, path: Path, *, key: str | None = None, what: str | None = None):
+    """Read, parse and load one catalog file (or its top-level `key`) into `tp`; errors name the file."""
+    what = what or path.name
     raw = path.read_bytes()
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise CatalogValidationError(f"{what or path.name} is not valid JSON: {exc}") from None
-    return load(tp, data, raw, what=what or path.name)
+        raise CatalogValidationError(f"{what} is not valid JSON: {exc}") from None
+    if key is not None:
+        if not isinstance(data, dict) or key not in data:
+            raise CatalogValidationError(f"{what} has no top-level '{key}'")
+        data = data[key]
+    return _load(tp, data, raw, what=what)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import MISSING, Field, asdict, fields, replace  # noqa: F401  (re-exported)
 
-__all__ = ["record", "doc", "asdict", "replace", "fields", "description_of"]
+__all__ = ["record", "doc", "asdict", "replace", "fields"]
 
 
 def doc(description: str = "", *, default=MISSING, default_factory=MISSING,
@@ -79,10 +79,3 @@ def _eq(self, other) -> bool:
         return NotImplemented
     return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(self) if f.compare)
 
-
-def description_of(cls, name: str) -> str:
-    """The doc() description of one field of a record class ('' when it has none)."""
-    for f in fields(cls):
-        if f.name == name:
-            return f.metadata.get("description", "")
-    return ""

@@ -291,8 +291,7 @@ def _prepare(spec: ModelSpec) -> _Prepared:
                      [sum(1 for t in layer if _is_v(t.name)) for layer in dynamic])
 
 
-def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatrix: bool | None = None,
-                 include_mtp: bool = False) -> WeightBytes:
+def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatrix: bool | None = None) -> WeightBytes:
     """Bytes per tensor summed per block; vision tower and MTP layers reported apart.
 
     Gives exactly the sum over `tensor_types` (tested), but sizes identical blocks once."""
@@ -363,8 +362,8 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
             output += b
     if spec.tied_embeddings and not gguf:
         output = 0  # one shared matrix in a checkpoint
-    total = embd + output + sum(per_layer) + (mtp if include_mtp else 0)
-    file_only = mtp if nextn_in_file and not include_mtp else 0
+    total = embd + output + sum(per_layer)
+    file_only = mtp if nextn_in_file else 0
     return WeightBytes(total=total, token_embd=embd, output=output, per_layer=per_layer,
                        experts_per_layer=experts, mtp=mtp, vision=vision, by_type=by_type, file_only=file_only)
 
