@@ -8,7 +8,7 @@ from typing import Literal
 
 from fitprobe.estimator.fields import doc, record
 
-DeviceKind = Literal["gpu", "apple", "npu", "cpu"]
+DeviceKind = Literal["gpu", "apple", "npu", "hpu", "cpu"]  # hpu: Intel Gaudi (runs vLLM only)
 
 
 @record

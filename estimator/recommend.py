@@ -47,7 +47,10 @@ class Pick:
     note: str = ""
 
 
-def _engine_for(device: Device, fmt: QuantFormat, engine: str) -> str:
+def _engine_for(device: Device, fmt: QuantFormat, engine: str) -> str | None:
+    """The engine this device runs the format with; None when none can (GGUF on Intel Gaudi)."""
+    if device.kind == "hpu":
+        return "vllm" if fmt.kind == "checkpoint" else None
     if device.kind == "apple":
         if engine in ("vllm", "sglang"):
             return "llama.cpp" if fmt.kind == "gguf" else "mlx"
@@ -66,7 +69,7 @@ class Recommender:
     def size(self, device: Device, count: int = 1):
         """(engine, memory, verdict, decode tok/s or None) for `count` of one device."""
         engine = _engine_for(device, self.fmt, self.st.engine)
-        if self.fmt.kind == "checkpoint" and engine in ("llama.cpp", "ollama", "mlx"):
+        if engine is None or self.fmt.kind == "checkpoint" and engine in ("llama.cpp", "ollama", "mlx"):
             return engine, None, None, None
         hw = Hardware(devices=[device] * count, usable_fraction=self.usable_fraction)
         sizer = Sizer(self.spec, self.table, hw, error_band=self.band, known_weights={self.fmt.name: self.weights})
@@ -87,7 +90,7 @@ class Recommender:
             if verdict is not None and verdict.status != "exceeds":
                 sized.append((c, engine, mem, verdict, tps))
         out: list[Pick] = []
-        gpus = [s for s in sized if s[0].device.kind == "gpu" and not s[0].device.unified_memory]
+        gpus = [s for s in sized if s[0].device.kind in ("gpu", "hpu") and not s[0].device.unified_memory]
         buyable = [s for s in gpus if s[0].used_price_usd or s[0].price_usd] or gpus  # priced cards first
         if buyable:
             out.append(self._pick("best single GPU", max(buyable, key=lambda s: (s[4] or 0, -s[0].device.memory_bytes))))
@@ -98,7 +101,8 @@ class Recommender:
         apple = [s for s in sized if s[0].device.kind == "apple"]
         if apple:
             out.append(self._pick("Apple unified memory", min(apple, key=lambda s: (s[0].device.memory_bytes, -(s[4] or 0)))))
-        multi = self.smallest_set([c for c in candidates if c.device.kind == "gpu" and not c.device.unified_memory])
+        multi = self.smallest_set([c for c in candidates
+                                   if c.device.kind in ("gpu", "hpu") and not c.device.unified_memory])
         if multi:
             out.append(multi)
         return out

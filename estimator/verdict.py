@@ -75,10 +75,12 @@ def judge(mem: MemoryBreakdown, hw: Hardware, *, error_band: float, min_margin_b
     unified = bool(hw.devices) and all(d.unified_memory for d in hw.devices)
     # On unified memory the host side and the GPU share one pool: the device's own RAM.
     ram_total = hw.devices[0].memory_bytes if unified else hw.system_ram_bytes
+    pool = None  # unified memory: GPU and host draw on one pool, counted once in the totals
     if host_need and ram_total:
         ram = hw.ram_available_bytes if now and hw.ram_available_bytes is not None else ram_total
         ram_usable = int(min(ram, ram_total * hw.usable_fraction))
         if unified:
+            pool = ram_usable
             ram_usable -= sum(d.total_bytes for d in mem.per_device)  # the GPU's share is not free RAM
         candidates.append((host_need, max(ram_usable, 0), "system RAM",
                            band_bytes(error_band, host_need, mem.host_weights_bytes, mem.host_kv_cache_bytes,
@@ -101,7 +103,7 @@ def judge(mem: MemoryBreakdown, hw: Hardware, *, error_band: float, min_margin_b
     else:
         reason = f"{where} keeps {_gib(margin)} free"
     if len(candidates) > 1:
-        required, usable = total_required, total_usable
+        required, usable = total_required, (pool if pool is not None else total_usable)
     return Verdict(status=status, margin_bytes=margin, utilization=round(utilization, 4), usable_bytes=usable,
                    required_bytes=required, limiting=where, reason=reason, uncertainty_bytes=uncertainty)
 

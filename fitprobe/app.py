@@ -5,7 +5,7 @@ import json
 from functools import lru_cache
 from dataclasses import dataclass
 
-from fitprobe.catalogs.gpus import find_gpu, suggest_gpus
+from fitprobe.catalogs.gpus import match_gpus, suggest_gpus
 from fitprobe.catalogs.quants import quant_table
 from fitprobe.catalogs.resolve import ResolvedModel, native_format
 from fitprobe.estimator.fields import asdict, replace
@@ -31,18 +31,29 @@ def error_band():
     return ErrorBand(weights=p90["weights"], kv_cache=p90["kv_cache"], buffers=p90["buffers"])
 
 
+CPU_NAMES = ("cpu", "none", "cpu-only")
+
+
+def is_cpu(gpu: str | None) -> bool:
+    return bool(gpu) and gpu.strip().lower() in CPU_NAMES
+
+
 def catalog_hardware(gpu: str, count: int, *, usable_fraction: float, ram_bytes: int | None,
                      memory_gib: float | None = None) -> Hardware:
     """Hardware named by the user: `count` identical catalog devices (or CPU only). `memory_gib`
     overrides a catalog device's memory, or describes a device the catalog does not know."""
-    if gpu.strip().lower() in ("cpu", "none", "cpu-only"):
+    if is_cpu(gpu):
         return Hardware(devices=[], system_ram_bytes=ram_bytes, usable_fraction=usable_fraction)
     if count < 1:
         raise UsageError("--gpus must be at least 1")
     if memory_gib is not None and memory_gib <= 0:
         raise UsageError("--memory-gib must be positive")
-    entry = find_gpu(gpu)
+    hits = match_gpus(gpu)
     memory = int(memory_gib * (1 << 30)) if memory_gib else None
+    if len(hits) > 1:
+        raise UsageError(f"'{gpu.strip()}' names {len(hits)} devices: {', '.join(e.name for e in hits)}; "
+                         "name one (with its memory size where they differ)")
+    entry = hits[0] if hits else None
     if entry is None and memory is None:
         hint = suggest_gpus(gpu)
         raise UsageError(f"unknown GPU '{gpu}'" + (f"; did you mean: {', '.join(hint)}?" if hint else "")
@@ -53,14 +64,27 @@ def catalog_hardware(gpu: str, count: int, *, usable_fraction: float, ram_bytes:
         raise UsageError(f"the catalog has no memory size for {entry.name}: pass --memory-gib")
     else:
         device = entry.device(memory_bytes=memory)
+        count *= entry.devices_per_board  # a dual-chip board is two devices to the software
     return Hardware(devices=[device] * count, system_ram_bytes=ram_bytes, usable_fraction=usable_fraction)
 
 
-def pick_format(resolved: ResolvedModel, quant: str | None) -> QuantFormat:
+def require_known_ram(sized: Sized, hw: Hardware) -> None:
+    """A CPU-only plan is judged on system RAM alone: without a RAM size there is no verdict, so
+    say what the plan needs and how to get one (a usage error, exit 2) rather than 'does not fit'."""
+    if hw.devices or hw.system_ram_bytes is not None:
+        return
+    m = sized.result.memory
+    raise UsageError(f"system RAM unknown: this CPU-only plan needs {(m.total_bytes + m.host_total_bytes) / (1 << 30):.1f}"
+                     " GiB of RAM; pass --ram-gib N for a verdict (check --gpu cpu uses this machine's RAM)")
+
+
+def pick_format(resolved: ResolvedModel, quant: str | None, hw: Hardware | None = None) -> QuantFormat:
     table = quant_table()
     name = quant or resolved.requested_quant
     if name is None and resolved.entry is None and resolved.spec.prequant is not None:
         name = "native"  # a pre-quantized Hub checkpoint (FP8, AWQ, NVFP4 …) is sized as it is
+    if name is None and hw is not None and any(d.kind == "hpu" for d in hw.devices):
+        name = "native"  # Gaudi runs vLLM only, which loads the checkpoint, not a GGUF file
     name = name or "Q4_K_M"
     for fmt in resolved.extra_formats:
         if fmt.name.lower() == name.lower():
@@ -77,6 +101,8 @@ def pick_format(resolved: ResolvedModel, quant: str | None) -> QuantFormat:
 def default_engine(fmt: QuantFormat, hw: Hardware) -> str:
     """llama.cpp for GGUF formats; checkpoint formats need vLLM (MLX on Apple for 16-bit)."""
     apple = any(d.kind == "apple" for d in hw.devices)
+    if any(d.kind == "hpu" for d in hw.devices):
+        return "vllm"
     if fmt.kind == "gguf":
         return "llama.cpp"
     if apple:
@@ -106,6 +132,9 @@ def check_settings(st: RunSettings, fmt: QuantFormat, hw: Hardware) -> None:
         raise UsageError(f"{st.engine} cannot load {fmt.name} checkpoints; use --engine vllm or a GGUF quant")
     if st.engine in ("mlx",) and hw.devices and not all(d.kind == "apple" for d in hw.devices):
         raise UsageError("MLX runs on Apple silicon only")
+    if any(d.kind == "hpu" for d in hw.devices) and (st.engine != "vllm" or fmt.kind == "gguf"):
+        raise UsageError(f"Intel Gaudi runs vLLM (vllm-gaudi) with checkpoint formats only: {st.engine} with "
+                         f"{fmt.name} has no Gaudi backend (use --engine vllm and --quant BF16 or FP8)")
     if st.engine in ("vllm", "sglang") and any(d.kind == "apple" for d in hw.devices):
         raise UsageError(f"{st.engine} does not run on Apple silicon; use llama.cpp or mlx")
     if st.kv_cache_dtype in ("q8_0", "q4_0") and st.engine in ("llama.cpp", "ollama") and not st.flash_attention:

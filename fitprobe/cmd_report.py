@@ -62,7 +62,8 @@ def report_command(model, gpu, gpus, **opts):
 
 
 def build(model: str, gpu: str | None, gpus: int, opts: dict):
-    from fitprobe.app import UsageError, catalog_hardware, check_settings, fill_report, pick_format, size_plan
+    from fitprobe.app import (UsageError, catalog_hardware, check_settings, fill_report, pick_format,
+                              require_known_ram, size_plan)
     from fitprobe.catalogs.resolve import ResolveError, resolve
     from fitprobe.commands import HardwareError, build_settings, probed_hardware, requirements_from
     from fitprobe.estimator.cost import CostOptions
@@ -100,12 +101,13 @@ def build(model: str, gpu: str | None, gpus: int, opts: dict):
         import os
 
         resolved = resolve(model, token=opts.get("token") or os.environ.get("HF_TOKEN"), revision=opts.get("revision"))
-        fmt = pick_format(resolved, opts.get("quant"))
+        fmt = pick_format(resolved, opts.get("quant"), hw)
         settings = build_settings(fmt, hw, opts)
         check_settings(settings, fmt, hw)
         sized = size_plan("report", resolved, fmt, settings, hw, min_margin_bytes=min_margin, hardware_source=source,
                           engine_option=opts.get("engine"), kv_explicit=opts.get("kv_cache") is not None,
                           requirements=requirements)
+        require_known_ram(sized, hw)
         sized.output.notes[:0] = notes
         fill_report(sized, resolved, fmt, settings, hw, cost_options=cost, finetune_options=ft,
                     ram_bandwidth_gbs=opts["ram_bw"])

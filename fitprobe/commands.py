@@ -94,6 +94,18 @@ def probed_hardware(usable_fraction: float):
     return hw, readings, notes
 
 
+def cpu_hardware(usable_fraction: float):
+    """`check --gpu cpu`: this machine's RAM (total and available, capped by its cgroup), no GPU probing."""
+    from fitprobe.estimator.hardware import Hardware
+    from fitprobe.probe.cpu import host_ram
+
+    total, available = host_ram()
+    if not total:
+        raise HardwareError("could not read this machine's RAM: pass --ram-gib, or use plan --gpu cpu --ram-gib N")
+    hw = Hardware(devices=[], system_ram_bytes=total, ram_available_bytes=available, usable_fraction=usable_fraction)
+    return hw, [], [f"CPU only, as asked: {_ram(total)} RAM probed"]
+
+
 def _ram(n: int | None) -> str:
     return f"{(n or 0) / (1 << 30):.1f} GiB"
 
@@ -104,11 +116,13 @@ class HardwareError(RuntimeError):
 
 def run_check(model: str, *, gpu: str | None, gpus: int, **opts) -> None:
     """plan on the probed machine: the idle verdict (total memory) and the right-now verdict (free memory)."""
-    if gpu:
+    from fitprobe.app import is_cpu
+
+    if gpu and not is_cpu(gpu):
         run_plan("check", model, gpu=gpu, gpus=gpus, **opts)
         return
     try:
-        hw, readings, notes = probed_hardware(opts["usable_fraction"])
+        hw, readings, notes = cpu_hardware(opts["usable_fraction"]) if gpu else probed_hardware(opts["usable_fraction"])
     except HardwareError as exc:
         fail(str(exc), EXIT_HARDWARE)
     if opts.get("ram_gib"):
@@ -118,7 +132,7 @@ def run_check(model: str, *, gpu: str | None, gpus: int, **opts) -> None:
 
 def run_plan(command: str, model: str, *, gpu: str | None, gpus: int, hardware=None, readings=None,
              probe_notes=None, **opts) -> None:
-    from fitprobe.app import UsageError, catalog_hardware, check_settings, pick_format, size_plan
+    from fitprobe.app import UsageError, catalog_hardware, check_settings, pick_format, require_known_ram, size_plan
     from fitprobe.catalogs.resolve import ResolveError, resolve
 
     try:
@@ -135,13 +149,14 @@ def run_plan(command: str, model: str, *, gpu: str | None, gpus: int, hardware=N
                                           memory_gib=opts.get("memory_gib"))
         token = opts.get("token") or os.environ.get("HF_TOKEN")
         resolved = resolve(model, token=token, revision=opts.get("revision"))
-        fmt = pick_format(resolved, opts.get("quant"))
+        fmt = pick_format(resolved, opts.get("quant"), hw)
         settings = build_settings(fmt, hw, opts)
         check_settings(settings, fmt, hw)
         source = "probe" if hardware is not None else "catalog"
         sized = size_plan(command, resolved, fmt, settings, hw, min_margin_bytes=min_margin,
                           hardware_source=source, device_readings=readings, engine_option=opts.get("engine"),
                           kv_explicit=opts.get("kv_cache") is not None, requirements=requirements)
+        require_known_ram(sized, hw)
         if opts.get("verify"):
             attach_verify(sized, opts)
         if hardware is not None:

@@ -168,6 +168,19 @@ def read_cpu() -> CpuReading:
     return reading
 
 
+def host_ram(sys_root: Path = Path("/sys"), proc_root: Path = Path("/proc")) -> tuple[int | None, int | None]:
+    """(total, available) RAM this process may use: read_ram capped by its cgroup memory limit."""
+    total, available, _ = read_ram()
+    try:
+        limit, _ = cgroup_memory_limit(sys_root / "fs" / "cgroup", (proc_root / "self" / "cgroup").read_text())
+    except OSError:
+        limit = None
+    if limit:
+        total = min(total, limit) if total else limit
+        available = min(available, limit) if available is not None else None
+    return total, available
+
+
 def read_ram() -> tuple[int | None, int | None, str | None]:
     """(total, available, source): psutil, else /proc/meminfo."""
     try:

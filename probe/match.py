@@ -80,14 +80,17 @@ def load_catalog() -> list[dict[str, Any]]:
 def _entry_keys(entry: dict[str, Any]) -> list[NameKey]:
     names = [entry["name"], *(entry.get("aliases") or [])]
     keys = [name_key(str(n)) for n in names]
+    per_board = entry.get("devices_per_board") or 1  # a probe sees one chip of a dual-chip board
     for k in keys:  # memory/cores stated in the entry, not only in its name
-        k.memory_gb = k.memory_gb or entry.get("memory_gib") or entry.get("memory_gb")
+        board = entry.get("memory_gib") or entry.get("memory_gb") or k.memory_gb
+        k.memory_gb = board / per_board if board else None
         k.gpu_cores = k.gpu_cores or entry.get("apple_gpu_cores") or entry.get("gpu_cores")
     return keys
 
 
-def _score(probe: NameKey, cand: NameKey, probed_gib: float | None) -> float | None:
-    """Lower is better; None = incompatible."""
+def _score(probe: NameKey, cand: NameKey, probed_gib: float | None, unified: bool = False) -> float | None:
+    """Lower is better; None = incompatible. On unified memory the probed size only ranks
+    (an Apple chip's memory variants), since the GPU may see a share of system RAM."""
     if probe.core != cand.core or probe.laptop != cand.laptop:
         return None
     if probe.form and cand.form and probe.form != cand.form:
@@ -100,7 +103,7 @@ def _score(probe: NameKey, cand: NameKey, probed_gib: float | None) -> float | N
     want = probe.memory_gb or probed_gib
     if want and cand.memory_gb:
         rel = abs(float(cand.memory_gb) - want) / want
-        if rel > 0.25 and not probe.mig_profile:
+        if rel > 0.25 and not probe.mig_profile and not unified:
             return None  # a 24 GB card is not the 48 GB one
         score += rel
     return score
@@ -109,14 +112,12 @@ def _score(probe: NameKey, cand: NameKey, probed_gib: float | None) -> float | N
 def match_reading(reading: GpuReading, catalog: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Best catalog entry for one reading, or None; fills catalog_key/catalog_name/match_note."""
     probe = name_key(reading.name)
-    gib = None
-    if reading.memory_total_bytes and not reading.unified_memory:
-        gib = reading.memory_total_bytes / GiB
+    gib = reading.memory_total_bytes / GiB if reading.memory_total_bytes else None
     if reading.gpu_cores:
         probe.gpu_cores = reading.gpu_cores
     best = None
     for entry in catalog:
-        scores = [s for k in _entry_keys(entry) if (s := _score(probe, k, gib)) is not None]
+        scores = [s for k in _entry_keys(entry) if (s := _score(probe, k, gib, reading.unified_memory)) is not None]
         if scores and (best is None or min(scores) < best[0]):
             best = (min(scores), entry)
     if best is None:

@@ -23,8 +23,9 @@ def _note(report: ProbeReport, text: str) -> None:
 def _device(g: GpuReading, entry: dict[str, Any] | None, report: ProbeReport) -> Device | None:
     entry = entry or {}
     name, total, free = g.name, g.memory_total_bytes, g.memory_free_bytes
-    bandwidth = entry.get("bandwidth_gbs") or g.derived_bandwidth_gbs
-    tflops = entry.get("fp16_tflops")
+    per_board = entry.get("devices_per_board") or 1  # one chip of a dual-chip board: its share
+    bandwidth = entry["bandwidth_gbs"] / per_board if entry.get("bandwidth_gbs") else g.derived_bandwidth_gbs
+    tflops = entry["fp16_tflops"] / per_board if entry.get("fp16_tflops") else None
     if g.mig_mode and g.mig_instances:
         inst = g.mig_instances[0]
         if not inst.memory_total_bytes:
@@ -59,7 +60,7 @@ def _device(g: GpuReading, entry: dict[str, Any] | None, report: ProbeReport) ->
         unified_memory=g.unified_memory or bool(entry.get("unified_memory", False)),
         nvlink=bool(g.nvlink_links),
         tdp_w=entry.get("tdp_w") or g.power_limit_w,
-        price_usd=entry.get("price_usd"),
+        price_usd=entry["price_usd"] / per_board if entry.get("price_usd") else None,
         catalog_key=g.catalog_key,
     )
 

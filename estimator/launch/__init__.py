@@ -9,10 +9,13 @@ ALL_ENGINES = ("llama.cpp", "ollama", "vllm", "sglang", "mlx")
 
 def engines_for(hw: Hardware, engine: str | None = None) -> list[str]:
     """`--engine` alone when given; otherwise what runs on this hardware: no vLLM/SGLang on Apple
-    or without a GPU, MLX only on Apple."""
+    or without a GPU, MLX only on Apple, only vLLM on Intel Gaudi (llama.cpp, Ollama and SGLang have no
+    Gaudi backend; vLLM runs there through the vllm-gaudi plugin, github.com/vllm-project/vllm-gaudi)."""
     if engine:
         return [engine]
     kinds = {d.kind for d in hw.devices}
+    if "hpu" in kinds:
+        return ["vllm"]
     if not kinds or kinds == {"cpu"}:
         return ["llama.cpp", "ollama"]
     if "apple" in kinds:

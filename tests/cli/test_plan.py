@@ -57,7 +57,7 @@ def test_json_contract_fields():
     (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--quant", "Q9_Z"], 2, "unknown quantization"),
     (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--kv-cache", "fp8"], 2, "llama.cpp does not support"),
     (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--engine", "vllm", "--kv-cache", "q4_0"], 2, "vllm"),
-    (["plan", "llama-3.1-8b-instruct", "--gpu", "M4 Max", "--engine", "vllm"], 2, "Apple"),
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "M4 Max 64GB", "--engine", "vllm"], 2, "Apple"),
     (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--gpus", "0"], 2, "--gpus"),
     (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--min-margin", "lots"], 2, "size"),
     (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--ctx", "1000000000000"], 2, "not a possible context"),
@@ -148,11 +148,14 @@ def test_short_gpu_names_and_custom_devices():
     code, out = run("plan", "qwen3-8b", "--gpu", "4090", "--json")
     assert code == 0 and json.loads(out)["hardware"]["name"] == "RTX 4090"
     code, out = run("plan", "qwen3-8b", "--gpu", "a100")  # ambiguous: 40/80 GB, PCIe/SXM
+    assert code == 2 and "A100 40GB PCIe" in out and "A100 80GB SXM4" in out and out.count("\n") == 1
+    code, out = run("plan", "qwen3-8b", "--gpu", "RTX 4090 Titan")
     assert code == 2 and "did you mean" in out
     code, out = run("plan", "qwen3-8b", "--gpu", "MyCard X1", "--memory-gib", "20", "--json")
     data = json.loads(out)
     assert code == 0 and data["hardware"]["memory_bytes"] == 20 * 2**30
-    code, out = run("plan", "deepseek-v3", "--gpu", "Kunlunxin P800")  # catalog lacks its memory size
-    assert code == 2 and "--memory-gib" in out
-    code, out = run("plan", "deepseek-v3", "--gpu", "Kunlunxin P800", "--memory-gib", "96", "--gpus", "8", "--json")
+    code, out = run("plan", "deepseek-v3", "--gpu", "Jetson AGX Orin", "--memory-gib", "32", "--json")
+    assert json.loads(out)["hardware"]["memory_bytes"] == 32 * 2**30  # --memory-gib overrides the catalog
+    code, out = run("plan", "deepseek-v3", "--gpu", "Kunlunxin P800", "--gpus", "8", "--json")
     assert code in (0, 1) and json.loads(out)["hardware"]["count"] == 8
+    assert json.loads(out)["hardware"]["devices"][0]["memory_bytes"] == 96 * 2**30  # xpu_smi: 98304 MiB

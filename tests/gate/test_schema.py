@@ -60,7 +60,7 @@ CASES = [
     ["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--require-context", "32768", "--require-tps", "5"],
     ["plan", "qwen3-30b-a3b", "--gpu", "RTX 3060", "-q", "Q8_0", "--ctx", "16384"],
     ["plan", "deepseek-v3", "--gpu", "H100 SXM", "--gpus", "16", "-q", "FP8"],
-    ["plan", "qwen3-235b-a22b", "--gpu", "M4 Max", "-q", "Q3_K_M", "--ctx", "32768"],
+    ["plan", "qwen3-235b-a22b", "--gpu", "M4 Max 128GB", "-q", "Q3_K_M", "--ctx", "32768"],
     ["plan", "llama-3.1-8b-instruct", "--gpu", "cpu", "--ram-gib", "32"],
 ]
 

@@ -94,8 +94,8 @@ def test_tensor_parallel_nvlink_beats_pcie():
 def test_cpu_only_and_backend_keys():
     *_, s = _run("qwen3-0.6b", None, context=2048)
     assert s.backend == "llama.cpp/cpu" and not s.efficiency.calibrated and s.prefill_tps is None
-    assert backend_key("mlx", find_gpu("M4 Max").device()) == "mlx/metal"
-    assert backend_key("llama.cpp", find_gpu("M2 Ultra").device()) == "llama.cpp/metal-ultra"
+    assert backend_key("mlx", find_gpu("M4 Max 128GB").device()) == "mlx/metal"
+    assert backend_key("llama.cpp", find_gpu("M2 Ultra 192GB").device()) == "llama.cpp/metal-ultra"
     assert backend_key("llama.cpp", find_gpu("RX 7900 XTX").device()) == "llama.cpp/amd"
 
 
