@@ -10,18 +10,18 @@ from fitprobe.estimator.launch import engines_for, mlx, plan_all
 
 from planhelpers import flag, make_input
 
-DEVICES = [("RTX 3060", 1), ("RTX 4090", 1), ("H100 SXM", 1), ("H100 SXM", 8), ("M4 Max", 1), ("cpu", 1)]
+DEVICES = [("RTX 3060", 1), ("RTX 4090", 1), ("H100 SXM", 1), ("H100 SXM", 8), ("M4 Max 128GB", 1), ("cpu", 1)]
 
 
 def test_engines_follow_hardware_and_engine_option():
-    assert engines_for(make_input("qwen3-8b", "M4 Max").hw) == ["llama.cpp", "ollama", "mlx"]
+    assert engines_for(make_input("qwen3-8b", "M4 Max 128GB").hw) == ["llama.cpp", "ollama", "mlx"]
     assert engines_for(make_input("qwen3-8b", "cpu").hw) == ["llama.cpp", "ollama"]
     assert engines_for(make_input("qwen3-8b", "RTX 4090").hw) == ["llama.cpp", "ollama", "vllm", "sglang"]
     assert engines_for(make_input("qwen3-8b", "RTX 4090").hw, "vllm") == ["vllm"]
 
 
 def test_mlx_raises_the_wired_limit_when_that_blocks_the_fit():
-    p = mlx.plan(make_input("qwen3-235b-a22b", "M4 Max", quant="Q3_K_M", ctx=32768, engine="mlx"))
+    p = mlx.plan(make_input("qwen3-235b-a22b", "M4 Max 128GB", quant="Q3_K_M", ctx=32768, engine="mlx"))
     assert p.fits and p.setup[0].startswith("sudo sysctl iogpu.wired_limit_mb=")
     assert "mlx_lm.convert" in p.setup[1] and flag(p, "--model").value.endswith("-3bit")
 
