@@ -63,6 +63,7 @@ class GpuEntry:
     gpu_working_set_fraction: float | None = doc(default=None, gt=0, le=1)
     gpu_cores: int | None = None
     memory_variants: list[MemoryVariant] = doc(default_factory=list)
+    variant_of: str | None = None  # set at load on the entries expanded from memory_variants
     devices_per_board: int = doc(default=1, ge=1)
     sources: list[str]
     confidence: str | None = None
@@ -99,7 +100,7 @@ def _expand(entry: GpuEntry) -> list[GpuEntry]:
     return [replace(entry, key=f"{entry.key}-{_size(v.memory_gib)}gb", name=f"{entry.name} {_size(v.memory_gib)}GB",
                     memory_gib=v.memory_gib, bandwidth_gbs=v.bandwidth_gbs, gpu_cores=v.gpu_cores,
                     gpu_working_set_fraction=v.gpu_working_set_fraction or entry.gpu_working_set_fraction,
-                    price_usd=v.price_usd, price_basis=v.price_basis, memory_variants=[])
+                    price_usd=v.price_usd, price_basis=v.price_basis, memory_variants=[], variant_of=entry.key)
             for v in entry.memory_variants]
 
 
@@ -189,10 +190,16 @@ def _has_form(entry: GpuEntry, form: str) -> bool:
     return any(name.form == form for e, name, _ in _names() if e.key == entry.key)
 
 
+def needs_memory_size(text: str, hits: list[GpuEntry]) -> bool:
+    """True when `text` names a chip sold in several memory sizes without giving one ('M5 Max'),
+    even if the catalog lists a single size of it."""
+    return any(e.variant_of for e in hits) and parse_name(text).memory_gib is None
+
+
 def find_gpu(text: str) -> GpuEntry | None:
     """The one entry `text` names, or None (unknown, or several candidates: see match_gpus)."""
     hits = match_gpus(text)
-    return hits[0] if len(hits) == 1 else None
+    return hits[0] if len(hits) == 1 and not needs_memory_size(text, hits) else None
 
 
 def suggest_gpus(text: str, n: int = 3) -> list[str]:

@@ -100,7 +100,7 @@ class Sizer:
             status, note = v.status, ""
             if engine in ("vllm", "sglang") and not self.hw.devices:
                 status, note = "exceeds", f"{engine} needs a GPU"
-            elif other.kind == "gguf" and any(d.kind == "hpu" for d in self.hw.devices):
+            elif other.kind not in ("native", "checkpoint") and any(d.kind == "hpu" for d in self.hw.devices):
                 status, note = "exceeds", "no engine loads GGUF on Intel Gaudi"
             matrix.append(MatrixRow(quant=other.name, label=other.label, engine=engine,
                                     weights_bytes=m.weights_bytes + m.host_weights_bytes,

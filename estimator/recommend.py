@@ -48,9 +48,9 @@ class Pick:
 
 
 def _engine_for(device: Device, fmt: QuantFormat, engine: str) -> str | None:
-    """The engine this device runs the format with; None when none can (GGUF on Intel Gaudi)."""
+    """The engine this device runs the format with; None when none can (a GGUF file on Intel Gaudi)."""
     if device.kind == "hpu":
-        return "vllm" if fmt.kind == "checkpoint" else None
+        return "vllm" if fmt.kind in ("native", "checkpoint") else None
     if device.kind == "apple":
         if engine in ("vllm", "sglang"):
             return "llama.cpp" if fmt.kind == "gguf" else "mlx"

@@ -5,7 +5,7 @@ import json
 from functools import lru_cache
 from dataclasses import dataclass
 
-from fitprobe.catalogs.gpus import match_gpus, suggest_gpus
+from fitprobe.catalogs.gpus import match_gpus, needs_memory_size, suggest_gpus
 from fitprobe.catalogs.quants import quant_table
 from fitprobe.catalogs.resolve import ResolvedModel, native_format
 from fitprobe.estimator.fields import asdict, replace
@@ -50,9 +50,10 @@ def catalog_hardware(gpu: str, count: int, *, usable_fraction: float, ram_bytes:
         raise UsageError("--memory-gib must be positive")
     hits = match_gpus(gpu)
     memory = int(memory_gib * (1 << 30)) if memory_gib else None
-    if len(hits) > 1:
-        raise UsageError(f"'{gpu.strip()}' names {len(hits)} devices: {', '.join(e.name for e in hits)}; "
-                         "name one (with its memory size where they differ)")
+    if len(hits) > 1 or needs_memory_size(gpu, hits):
+        names = ", ".join(e.name for e in hits)
+        raise UsageError(f"'{gpu.strip()}' is ambiguous: {names}; name one, with its memory size" if len(hits) > 1
+                         else f"'{gpu.strip()}' needs a memory size (in the catalog: {names})")
     entry = hits[0] if hits else None
     if entry is None and memory is None:
         hint = suggest_gpus(gpu)
@@ -132,7 +133,7 @@ def check_settings(st: RunSettings, fmt: QuantFormat, hw: Hardware) -> None:
         raise UsageError(f"{st.engine} cannot load {fmt.name} checkpoints; use --engine vllm or a GGUF quant")
     if st.engine in ("mlx",) and hw.devices and not all(d.kind == "apple" for d in hw.devices):
         raise UsageError("MLX runs on Apple silicon only")
-    if any(d.kind == "hpu" for d in hw.devices) and (st.engine != "vllm" or fmt.kind == "gguf"):
+    if any(d.kind == "hpu" for d in hw.devices) and (st.engine != "vllm" or fmt.kind not in ("native", "checkpoint")):
         raise UsageError(f"Intel Gaudi runs vLLM (vllm-gaudi) with checkpoint formats only: {st.engine} with "
                          f"{fmt.name} has no Gaudi backend (use --engine vllm and --quant BF16 or FP8)")
     if st.engine in ("vllm", "sglang") and any(d.kind == "apple" for d in hw.devices):

@@ -15,8 +15,10 @@ def list_command(what: str, as_json: bool):
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    for row in rows:
-        click.echo("  ".join(str(v) for v in row.values()))
+    cells = [list(rows[0])] + [["" if v is None else str(v) for v in row.values()] for row in rows] if rows else []
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))] if cells else []
+    for r in cells:  # whole names, columns aligned: a name is never cut
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
 def _rows(what: str) -> list[dict]:
@@ -28,7 +30,7 @@ def _rows(what: str) -> list[dict]:
     if what == "gpus":
         from fitprobe.catalogs.gpus import load_gpus
 
-        return [{"name": g.name, "memory_gib": g.memory_gib, "bandwidth_gbs": g.bandwidth_gbs}
+        return [{"name": g.name, "key": g.key, "memory_gib": g.memory_gib, "bandwidth_gbs": g.bandwidth_gbs}
                 for g in load_gpus()]
     from fitprobe.catalogs.quants import quant_table
 

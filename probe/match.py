@@ -14,7 +14,7 @@ from .types import GiB, GpuReading
 
 _NOISE = {
     "nvidia", "geforce", "tesla", "amd", "ati", "radeon", "intel", "apple", "huawei", "graphics",
-    "generation", "gpu", "corporation", "inc", "the", "with", "edition",
+    "generation", "gpu", "corporation", "inc", "the", "with", "edition", "ascend",
 }
 _FORMS = {
     "sxm": "sxm", "sxm2": "sxm", "sxm4": "sxm", "sxm5": "sxm", "hgx": "sxm", "hbm3": "sxm",
