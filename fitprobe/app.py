@@ -75,8 +75,9 @@ def require_known_ram(sized: Sized, hw: Hardware) -> None:
     if hw.devices or hw.system_ram_bytes is not None:
         return
     m = sized.result.memory
-    raise UsageError(f"system RAM unknown: this CPU-only plan needs {(m.total_bytes + m.host_total_bytes) / (1 << 30):.1f}"
-                     " GiB of RAM; pass --ram-gib N for a verdict (check --gpu cpu uses this machine's RAM)")
+    need = (m.total_bytes + m.host_total_bytes) / (1 << 30)
+    raise UsageError(f"system RAM unknown: this CPU-only plan needs {need:.1f} GiB of RAM; pass --ram-gib N "
+                     "for a verdict (check --gpu cpu uses this machine's RAM)")
 
 
 def pick_format(resolved: ResolvedModel, quant: str | None, hw: Hardware | None = None) -> QuantFormat:

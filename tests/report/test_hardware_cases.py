@@ -27,8 +27,8 @@ def _recommender(model, quant, engine="llama.cpp", ctx=8192):
     fmt = table.find(quant)
     st = RunSettings(quant=fmt.name, context=ctx, engine=engine,
                      kv_cache_dtype="auto" if engine == "vllm" else "f16")
-    return Recommender(spec, table, fmt, st, error_band=error_band(), weights=(weight_bytes(spec, fmt, table), "formula"),
-                       usable_fraction=0.95)
+    weights = (weight_bytes(spec, fmt, table), "formula")
+    return Recommender(spec, table, fmt, st, error_band=error_band(), weights=weights, usable_fraction=0.95)
 
 
 def test_dgx_spark_usable_memory_is_its_one_pool():
