@@ -90,6 +90,12 @@ def test_cli_lists_candidates_in_one_line_exit_2():
     assert code == 2 and "RTX 5060 Ti 8GB" in out and "RTX 5060 Ti 16GB" in out
 
 
+def test_memory_gib_picks_among_variants():
+    code, out = run("plan", "llama-3.1-8b-instruct", "--gpu", "M4 Max", "--memory-gib", "36", "--json")
+    (dev,) = json.loads(out)["hardware"]["devices"]
+    assert code == 0 and dev["catalog_key"] == "apple-m4-max-36gb" and dev["bandwidth_gbs"] == 410
+
+
 def test_cli_sizes_the_named_card():
     code, out = run("plan", "llama-3.1-8b-instruct", "--gpu", "RTX 5060", "--json")
     hw = json.loads(out)["hardware"]
