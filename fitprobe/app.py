@@ -52,7 +52,7 @@ def catalog_hardware(gpu: str, count: int, *, usable_fraction: float, ram_bytes:
     memory = int(memory_gib * (1 << 30)) if memory_gib else None
     if memory_gib and len(hits) > 1:  # '--gpu "M4 Max" --memory-gib 36' names the 36 GB variant
         hits = [e for e in hits if e.memory_gib == memory_gib] or hits
-    if len(hits) > 1 or needs_memory_size(gpu, hits):
+    if len(hits) > 1 or (needs_memory_size(gpu, hits) and not memory_gib):
         names = ", ".join(e.name for e in hits)
         raise UsageError(f"'{gpu.strip()}' is ambiguous: {names}; name one, with its memory size" if len(hits) > 1
                          else f"'{gpu.strip()}' needs a memory size (in the catalog: {names})")
