@@ -81,6 +81,8 @@ class GpuEntry:
         kind = ("apple" if vendor == "apple" else "npu" if vendor == "huawei"
                 else "hpu" if self.key.startswith("gaudi") else "gpu")
         name = self.name if n == 1 else f"{self.name} (per chip: {memory / GIB:g} GiB)"
+        if self.variant_of and memory_bytes and memory_bytes != int(self.memory_gib * GIB):
+            name = f"{self.name.rsplit(' ', 1)[0]} {memory / GIB:g}GB"  # the size given, not the row's
         return Device(name=name, kind=kind, memory_bytes=memory, usable_cap_bytes=cap,
                       bandwidth_gbs=self.bandwidth_gbs / n if self.bandwidth_gbs else None,
                       fp16_tflops=self.fp16_tflops / n if self.fp16_tflops else None, fp8=bool(self.fp8),
