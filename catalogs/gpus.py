@@ -63,7 +63,7 @@ class GpuEntry:
     gpu_working_set_fraction: float | None = doc(default=None, gt=0, le=1)
     gpu_cores: int | None = None
     memory_variants: list[MemoryVariant] = doc(default_factory=list)
-    variant_of: str | None = None  # set at load on the entries expanded from memory_variants
+    variant_of: str | None = None  # set by the loader on the entries it expands from memory_variants
     devices_per_board: int = doc(default=1, ge=1)
     sources: list[str]
     confidence: str | None = None
@@ -91,15 +91,11 @@ class GpuEntry:
                       price_usd=self.price_usd / n if self.price_usd else None, catalog_key=self.key)
 
 
-def _size(gib: float) -> str:
-    return f"{gib:g}"
-
-
 def _expand(entry: GpuEntry) -> list[GpuEntry]:
     """A chip sold in several memory sizes becomes one entry per size ('apple-m4-max-36gb')."""
     if not entry.memory_variants:
         return [entry]
-    return [replace(entry, key=f"{entry.key}-{_size(v.memory_gib)}gb", name=f"{entry.name} {_size(v.memory_gib)}GB",
+    return [replace(entry, key=f"{entry.key}-{v.memory_gib:g}gb", name=f"{entry.name} {v.memory_gib:g}GB",
                     memory_gib=v.memory_gib, bandwidth_gbs=v.bandwidth_gbs, gpu_cores=v.gpu_cores,
                     gpu_working_set_fraction=v.gpu_working_set_fraction or entry.gpu_working_set_fraction,
                     price_usd=v.price_usd, price_basis=v.price_basis, memory_variants=[], variant_of=entry.key)
@@ -206,7 +202,7 @@ def find_gpu(text: str) -> GpuEntry | None:
 
 def suggest_gpus(text: str, n: int = 3) -> list[str]:
     """Display names close to an unknown name."""
-    names = {_literal(t): e.name for e, _, t in ((e, None, t) for e in load_gpus() for t in (e.name, *e.aliases))}
+    names = {_literal(t): e.name for e in load_gpus() for t in (e.name, *e.aliases)}
     hits = difflib.get_close_matches(_literal(text), list(names), n=n * 4, cutoff=0.6)
     out: list[str] = []
     for hit in hits:
