@@ -67,3 +67,16 @@ def test_one_chip_of_an_atlas_300i_duo_gets_its_share():
     assert key == "atlas-300i-duo"
     hw = probe_hardware(ProbeReport(platform=PlatformInfo(system="Linux"), gpus=[r]))
     assert hw.devices[0].bandwidth_gbs == 204 and hw.devices[0].kind == "npu"
+
+
+def test_ascend_910c_die_from_npu_smi_gets_half_the_card():
+    from pathlib import Path
+
+    from fitprobe.probe import ascend
+
+    text = (Path(__file__).parent / "fixtures" / "npu-smi-info_Ascend910-A3-2chip_26.0.rc2.txt").read_text()
+    readings = ascend.parse_npu_smi_info(text)
+    match.match_all(readings, CATALOG)
+    hw = probe_hardware(ProbeReport(platform=PlatformInfo(system="Linux"), gpus=readings))
+    assert {r.catalog_key for r in readings} == {"ascend-910c"}
+    assert all(d.memory_bytes == 64 * GiB and d.bandwidth_gbs == 1600 for d in hw.devices)  # 3200 GB/s per 2 dies
