@@ -133,7 +133,7 @@ class GpuName:
 
 def parse_name(text: str) -> GpuName:
     """'NVIDIA A100-SXM4-80GB' -> ('a100', 'sxm', 80.0); 'Apple M4 Max 36GB' -> ('m4max', None, 36.0)."""
-    s = text.lower().replace("®", " ").replace("™", " ")
+    s = re.sub(r"[_®™]", " ", text.lower())
     memory = None
     if m := _MEMORY_SIZE.search(s):
         memory = float(m.group(1))
@@ -157,12 +157,15 @@ def _literal(text: str) -> str:
 
 
 def match_gpus(text: str) -> list[GpuEntry]:
-    """The entries `text` can mean: one when it names a device, several when it leaves the memory
-    size (or form factor) open, none when unknown. A name stored as an alias picks among entries of
-    the same memory size (e.g. 'H100' is the SXM part), never among memory sizes."""
+    """The entries `text` can mean: one when it names a device (or is its key), several when it leaves
+    the memory size (or form factor) open, none when unknown. A name stored as an alias picks among
+    entries of the same memory size (e.g. 'H100' is the SXM part), never among memory sizes."""
     want = parse_name(text)
     if not want.base:
         return []
+    by_key = [e for e in load_gpus() if _literal(e.key) == _literal(text)]
+    if by_key:  # a catalog key names exactly one device
+        return by_key
     hits: dict[str, GpuEntry] = {}
     exact: dict[str, GpuEntry] = {}
     for entry, name, literal in _names():

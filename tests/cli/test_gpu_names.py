@@ -3,6 +3,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fitprobe.catalogs.gpus import find_gpu, load_gpus, match_gpus, parse_name
 from fitprobe.cli import main
@@ -36,7 +38,7 @@ def test_ti_and_super_are_other_products():
 
 @pytest.mark.parametrize("name, expected", [
     ("RTX 5060 Ti", ["rtx-5060-ti-16gb", "rtx-5060-ti-8gb"]),
-    ("RTX 3080", ["rtx-3080", "rtx-3080-12gb"]),
+    ("RTX 3080", ["rtx-3080-10gb", "rtx-3080-12gb"]),
     ("4060 Ti", ["rtx-4060-ti-16gb", "rtx-4060-ti-8gb"]),
     ("NVIDIA GeForce RTX 4060 Ti", ["rtx-4060-ti-16gb", "rtx-4060-ti-8gb"]),
     ("A100", ["a100-pcie-40gb", "a100-pcie-80gb", "a100-sxm4-40gb", "a100-sxm4-80gb"]),
@@ -49,7 +51,7 @@ def test_a_name_shared_by_memory_variants_is_ambiguous(name, expected):
 
 @pytest.mark.parametrize("name, key", [
     ("RTX 5060 Ti 8GB", "rtx-5060-ti-8gb"), ("RTX 5060 Ti 16 GB", "rtx-5060-ti-16gb"),
-    ("RTX 3080 10GB", "rtx-3080"), ("RTX 3080 12GB", "rtx-3080-12gb"), ("4060 Ti 8GB", "rtx-4060-ti-8gb"),
+    ("RTX 3080 10GB", "rtx-3080-10gb"), ("RTX 3080 12GB", "rtx-3080-12gb"), ("4060 Ti 8GB", "rtx-4060-ti-8gb"),
     ("A100 80GB SXM", "a100-sxm4-80gb"), ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"), ("H100 PCIe", "h100-pcie"),
     ("H100", "h100-sxm"),  # a stored alias picks among parts of one memory size
     ("Radeon RX 7900 XTX", "rx-7900-xtx"), ("RX 7900 XTX", "rx-7900-xtx"), ("Intel Arc B580", "arc-b580"),
@@ -119,3 +121,27 @@ def test_list_gpus_shows_whole_names():
     assert code == 0
     for name in ("Apple M4 Max 36GB", "RTX 4090 Laptop GPU 16GB", "Ryzen AI Max+ 395 128GB (Strix Halo)"):
         assert name in out
+
+
+def test_every_key_and_name_resolves_to_its_own_entry():
+    for entry in load_gpus():
+        assert find_gpu(entry.key) is entry, entry.key
+        assert find_gpu(entry.name) is entry, entry.name
+
+
+def _respell(name, upper, sep):
+    words = name.replace("-", " ").split()
+    return sep.join(w.upper() if u else w.lower() for w, u in zip(words, upper + [False] * len(words)))
+
+
+@given(st.sampled_from([e.name for e in load_gpus()]), st.lists(st.booleans(), max_size=6),
+       st.sampled_from([" ", "  ", "-", "_", " - "]))
+def test_case_spaces_and_punctuation_never_change_the_answer(name, upper, sep):
+    assert find_gpu(_respell(name, upper, sep)) is find_gpu(name)
+
+
+def test_no_key_reads_as_an_ambiguous_name():
+    for entry in load_gpus():
+        key = parse_name(entry.key)
+        if key.memory_gib is None and key.form is None:
+            assert keys(entry.key.replace("-", " ")) == [entry.key], entry.key

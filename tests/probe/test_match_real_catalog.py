@@ -23,7 +23,7 @@ def _match(name, mem, vendor="nvidia", **kw):
     ("NVIDIA GeForce RTX 4060 Ti", 16380, "rtx-4060-ti-16gb"),
     ("NVIDIA GeForce RTX 4070 Ti", 12282, "rtx-4070-ti"),
     ("NVIDIA GeForce RTX 4070 Ti SUPER", 16376, "rtx-4070-ti-super"),
-    ("NVIDIA GeForce RTX 3080", 10240, "rtx-3080"),
+    ("NVIDIA GeForce RTX 3080", 10240, "rtx-3080-10gb"),
     ("NVIDIA GeForce RTX 3080", 12288, "rtx-3080-12gb"),
     ("NVIDIA GeForce RTX 4090 Laptop GPU", 16376, "rtx-4090-laptop"),
     ("NVIDIA GeForce RTX 4090", 24564, "rtx-4090"),
