@@ -74,15 +74,23 @@ def estimate(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, st: RunSettin
     return _layered(spec, w, st, hw, now, kv or kv_cache(spec, st))
 
 
-def _split_layers(n_blocks: int, shares: list[int]) -> list[int]:
-    """Blocks per device in proportion to usable memory, like llama.cpp's default tensor split."""
-    total = sum(shares) or 1
-    out, given, acc = [], 0, 0.0
+def layer_devices(ngl: int, shares: list[float]) -> list[int]:
+    """The device of each of the `ngl` offloaded layers (the last one is the output layer), the way
+    llama.cpp assigns them (llama_model::load_tensors): the shares are normalised into cumulative
+    split points, and relative layer j goes to the first device whose point exceeds j / ngl. Layer
+    counts as shares therefore pin the split exactly; the default shares are device memory."""
+    total = float(sum(shares))
+    if ngl <= 0 or total <= 0:
+        return [0] * max(ngl, 0)
+    points, acc = [], 0.0
     for share in shares:
-        acc += share / total * n_blocks
-        upto = round(acc)
-        out.append(upto - given)
-        given = upto
+        acc += share
+        points.append(acc / total)
+    out, dev = [], 0
+    for j in range(ngl):
+        while dev < len(points) - 1 and not points[dev] > j / ngl:
+            dev += 1
+        out.append(dev)
     return out
 
 
@@ -99,28 +107,30 @@ def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now
     notes: list[str] = []
     host_w = w.token_embd if not mlx else 0
     if mlx:
-        output_on_gpu, gpu_blocks, first_gpu_block = True, n, 0
+        output_on_gpu, gpu_blocks, first_gpu_block, ngl = True, n, 0, n + 1
     # Tied embeddings: llama.cpp duplicates token_embd as the output head on the output device
     # (TENSOR_DUPLICATED in load_tensors) while the input copy stays in host RAM.
     output_bytes = w.output + (w.token_embd if spec.tied_embeddings and not mlx else 0)
     usable = [engine_usable_bytes(hw, d, st, now=now) for d in devices]
-    split = _split_layers(gpu_blocks, usable) if devices else []
+    shares = list(st.tensor_split) if st.tensor_split and len(st.tensor_split) == len(devices) and not mlx else usable
+    placed = layer_devices(ngl, shares) if devices else []
+    output_dev = placed[-1] if output_on_gpu and placed else None
+    # --n-cpu-moe N: the routed experts of blocks 0..N-1 stay in host RAM wherever the block runs
+    moved = [w.experts_per_layer[i] if i < st.cpu_moe_layers and w.experts_per_layer else 0 for i in range(n)]
     per_device: list[DeviceUsage] = []
-    start = first_gpu_block
     for idx, dev in enumerate(devices):
-        lo, hi = start, start + split[idx]
-        start = hi
-        last = idx == len(devices) - 1
-        dw = sum(w.per_layer[lo:hi]) + (output_bytes if last and output_on_gpu else 0)
+        blocks = [first_gpu_block + j for j in range(gpu_blocks) if placed[j] == idx]
+        here = idx == output_dev
+        dw = sum(w.per_layer[i] - moved[i] for i in blocks) + (output_bytes if here else 0)
         if mlx and idx == 0:
             dw += w.token_embd
-        dkv = sum(kv.per_layer[lo:hi])
-        holds = split[idx] > 0 or (last and output_on_gpu)
-        dbuf = buffers.llama_cpp_compute_bytes(spec, st, kv.cells_full, output_here=last) if holds else 0
+        dkv = sum(kv.per_layer[i] for i in blocks)
+        holds = bool(blocks) or here
+        dbuf = buffers.llama_cpp_compute_bytes(spec, st, kv.cells_full, output_here=here) if holds else 0
         per_device.append(DeviceUsage(
             name=dev.name, weights_bytes=dw, kv_cache_bytes=dkv, buffers_bytes=dbuf, total_bytes=dw + dkv + dbuf,
-            usable_bytes=usable[idx], layers=split[idx]))
-    host_w += sum(w.per_layer[:first_gpu_block]) + (0 if output_on_gpu else w.output)
+            usable_bytes=usable[idx], layers=len(blocks)))
+    host_w += sum(w.per_layer[:first_gpu_block]) + sum(moved[first_gpu_block:]) + (0 if output_on_gpu else w.output)
     if spec.tied_embeddings and output_on_gpu and devices and not mlx:
         notes.append("tied embeddings: llama.cpp keeps the input copy in RAM and a duplicate on the GPU as output")
     host_kv = sum(kv.per_layer[:first_gpu_block])
@@ -129,6 +139,8 @@ def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now
         host_buf += buffers.llama_cpp_compute_bytes(spec, st, kv.cells_full, output_here=not output_on_gpu)
     if devices and gpu_blocks < n:
         notes.append(f"partial offload: {gpu_blocks} of {n} layers on GPU, {n - gpu_blocks} in system RAM")
+    if devices and st.cpu_moe_layers and any(moved):
+        notes.append(f"expert offload: the routed experts of the first {st.cpu_moe_layers} blocks in system RAM")
     if spec.vision_params:
         notes.append("vision tower not counted: llama.cpp loads it from a separate mmproj file")
     return _breakdown(per_device, w, kv, host_w, host_kv, host_buf, gpu_blocks, n, notes)

@@ -44,6 +44,11 @@ class RunSettings:
     flash_attention: bool = True
     gpu_layers: int | None = doc(default=None, ge=0, description="llama.cpp -ngl; None = every layer")
     gpu_memory_utilization: float = doc(default=0.9, gt=0, le=1, description="vLLM's share of each GPU")
+    cpu_moe_layers: int = doc(default=0, ge=0, description="llama.cpp --n-cpu-moe: routed experts of blocks "
+                                                           "0..N-1 kept in system RAM")
+    tensor_split: tuple[int, ...] | None = doc(
+        default=None, description="llama.cpp --tensor-split as layer counts per device (the last one counts the "
+                                  "output layer); None = llama.cpp's default split by device memory")
 
     def __post_init__(self) -> None:
         self.kv_cache_dtype = normalize_kv_dtype(self.kv_cache_dtype)

@@ -52,6 +52,9 @@ class SettingsInfo:
     flash_attention: bool = doc(description="llama.cpp flash attention (without it the compute buffer grows with context)")
     gpu_layers: int | None = doc(description="llama.cpp -ngl (counts the output layer); null = all")
     gpu_memory_utilization: float = doc(description="vLLM's share of each GPU")
+    cpu_moe_layers: int = doc(default=0, description="llama.cpp --n-cpu-moe: routed experts of blocks 0..N-1 in RAM")
+    tensor_split: list[int] | None = doc(default=None, description="llama.cpp --tensor-split as layers per device "
+                                                                   "(the last counts the output layer); null = default")
 
 
 @record
