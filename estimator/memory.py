@@ -94,6 +94,55 @@ def layer_devices(ngl: int, shares: list[float]) -> list[int]:
     return out
 
 
+def balanced_split(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, *, now: bool = False,
+                   kv: KvCache | None = None) -> tuple[int, ...] | None:
+    """Layer counts per device (llama.cpp --tensor-split) that minimise the highest share of usable
+    memory any device needs, or None when no split keeps every device within its usable memory.
+
+    Blocks are contiguous (block i before block i+1, device 0 first) and the output layer goes with
+    the last device, as in llama.cpp; a device's compute buffer counts once it holds a layer. For a
+    target share t the greedy fill (each device takes as many blocks as fit under t x usable) is
+    feasible exactly when some contiguous split is, so a bisection on t finds the best split.
+    """
+    devices = hw.devices
+    if len(devices) < 2:
+        return None
+    n = spec.n_layers
+    ngl = n + 1 if st.gpu_layers is None else min(st.gpu_layers, n + 1)
+    if ngl < 1:
+        return None
+    kv = kv or kv_cache(spec, st)
+    gpu_blocks, first = ngl - 1, n - (ngl - 1)
+    moved = [w.experts_per_layer[i] if i < st.cpu_moe_layers and w.experts_per_layer else 0 for i in range(n)]
+    cost = [w.per_layer[i] - moved[i] + kv.per_layer[i] for i in range(first, n)]
+    output = w.output + (w.token_embd if spec.tied_embeddings else 0)
+    buf = buffers.llama_cpp_compute_bytes(spec, st, kv.cells_full, output_here=False)
+    buf_out = buffers.llama_cpp_compute_bytes(spec, st, kv.cells_full, output_here=True) + output
+    usable = [engine_usable_bytes(hw, d, st, now=now) for d in devices]
+
+    def fill(t: float) -> tuple[int, ...] | None:
+        counts, j = [], 0
+        for d in range(len(devices) - 1):
+            cap, used, c = t * usable[d], buf, 0
+            while j < gpu_blocks and used + cost[j] <= cap:
+                used, j, c = used + cost[j], j + 1, c + 1
+            counts.append(c)
+        if sum(cost[j:]) + buf_out > t * usable[-1]:
+            return None
+        return (*counts, gpu_blocks - j + 1)
+
+    if fill(1.0) is None:
+        return None
+    lo, hi = 0.0, 1.0
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        if fill(mid) is None:
+            lo = mid
+        else:
+            hi = mid
+    return fill(hi)
+
+
 def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: bool, kv: KvCache) -> MemoryBreakdown:
     n = spec.n_layers
     devices = hw.devices

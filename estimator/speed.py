@@ -179,6 +179,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     where each block lives); `cpu_expert_layers` keeps the routed experts of the first N blocks
     in system RAM (llama.cpp --n-cpu-moe). `calibration` defaults to the bundled fit.
     """
+    cpu_expert_layers = cpu_expert_layers or settings.cpu_moe_layers
     if calibration is None:
         from fitprobe.catalogs.speed_calibration import load_calibration
 

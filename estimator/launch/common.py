@@ -18,6 +18,7 @@ from ..plan import Sizer
 from ..quant import QuantFormat, QuantTable
 from ..settings import RunSettings
 from ..spec import ModelSpec
+from ..speed import Speed
 from ..verdict import Verdict, judge
 
 GIB, MIB = 1 << 30, 1 << 20
@@ -57,6 +58,10 @@ class LaunchPlan:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     nodes: int = 1
+    tensor_split: list[int] | None = doc(default=None, description="layers per device (llama.cpp --tensor-split)")
+    max_context: int | None = doc(default=None, description="the longest context (tokens per sequence) this "
+                                                            "configuration fits, up to the model's maximum")
+    speed: Speed | None = doc(default=None, description="this command's own decode/prefill estimate")
     notes: list[str] = doc(default_factory=list)
 
 
@@ -75,6 +80,7 @@ class LaunchInput:
     gguf_path: str | None = None
     ollama_name: str | None = None
     kv_explicit: bool = False  # the user chose the KV type: planners keep it
+    longest_context: bool = False  # --ctx max: the longest context that fits, instead of the one asked
     gpus_per_node: int = GPUS_PER_NODE
     now: bool = False
     extra: dict = field(default_factory=dict)
@@ -104,6 +110,12 @@ def size(inp: LaunchInput, fmt: QuantFormat, st: RunSettings, hw: Hardware | Non
         other._weights = inp.sizer._weights  # weights do not depend on the hardware: share the cache
         mem, verdict, _ = other.size(fmt, st, now=inp.now)
     return Sized(mem, verdict)
+
+
+def device_fits(sized: Sized) -> bool:
+    """Every device within its usable memory (the host side is judged separately): the test that is
+    monotone in how much is offloaded, unlike the whole verdict, which RAM can also fail."""
+    return all(d.total_bytes <= d.usable_bytes for d in sized.mem.per_device)
 
 
 def rejudge(inp: LaunchInput, mem: MemoryBreakdown, hw: Hardware | None = None) -> Verdict:
@@ -200,10 +212,13 @@ def plan_from(engine: str, inp: LaunchInput, sized: Sized, st: RunSettings, fmt:
               notes: list[str] | None = None, **extra) -> LaunchPlan:
     m, v = sized.mem, sized.verdict
     full = "\n".join([*(setup or []), command])
-    return LaunchPlan(engine=engine, command=full, setup=setup or [], flags=flags, env=env or {},
+    plan = LaunchPlan(engine=engine, command=full, setup=setup or [], flags=flags, env=env or {},
                       fits=v.status != "exceeds", status=v.status, margin_bytes=v.margin_bytes,
                       total_bytes=m.total_bytes, host_bytes=m.host_total_bytes, context=st.context,
                       quant=fmt.name, kv_cache_dtype=st.kv_cache_dtype, notes=[*(notes or []), *m.notes], **extra)
+    # What the plan was judged on, for the deployment summary and its speed (not part of the contract).
+    plan.sized, plan.settings = sized, st
+    return plan
 
 
 def engine_format(engine: str, inp: LaunchInput) -> tuple[QuantFormat, str | None]:

@@ -13,10 +13,11 @@ from fitprobe.estimator.fields import replace
 
 import math
 
-from ..memory import MemoryBreakdown
+from ..memory import MemoryBreakdown, balanced_split
 from ..quant import WeightBytes
 from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, cap_context, ctx_text,
-                     engine_format, gib, largest_fitting, plan_from, rejudge, render, size, smallest_fitting, unified)
+                     device_fits, engine_format, gib, largest_fitting, model_max_context, plan_from, render, size,
+                     smallest_fitting, unified)
 
 PAD = 256  # llama.cpp pads the context to 256 cells
 RPC_PORT = 50052  # rpc-server's default endpoint port (tools/rpc/README.md)
@@ -60,89 +61,146 @@ def plan(inp: LaunchInput) -> LaunchPlan:
     fmt, fmt_note = engine_format(engine, inp)
     hw = inp.hw
     kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("f16", "bf16", "f32", "q8_0", "q4_0") else "f16"
-    base = replace(inp.settings, engine=engine, quant=fmt.name, flash_attention=True,
-                                           gpu_layers=None if hw.devices else 0, kv_cache_dtype=kv)
+    base = replace(inp.settings, engine=engine, quant=fmt.name, flash_attention=True, cpu_moe_layers=0,
+                   tensor_split=None, gpu_layers=None if hw.devices else 0, kv_cache_dtype=kv)
     w, _ = inp.sizer.weights(fmt)
     notes = [fmt_note] if fmt_note else []
     reasons: dict[str, str] = {}
+    if inp.longest_context and model_max_context(inp.spec):
+        base = replace(base, context=model_max_context(inp.spec))
     base, capped = cap_context(inp, base, engine)
     if capped:
         reasons["ctx"] = capped
         notes.append(capped)
-    st, sized, cpu_moe = base, size(inp, fmt, base), 0
-    if not sized.ok and not inp.kv_explicit and kv in ("f16", "bf16"):
-        q8 = replace(base, kv_cache_dtype="q8_0")
-        s8 = size(inp, fmt, q8)
-        if s8.ok:
-            reasons["kv"] = (f"KV pressure decides fit: the {kv} cache ({gib(sized.mem.kv.total)}) does not fit beside "
-                             f"the weights; at q8_0 it is {gib(s8.mem.kv.total)} and the plan fits")
-            st, sized = q8, s8
-    if not sized.ok and hw.devices and unified(hw):
+    kvs = [kv] + (["q8_0"] if not inp.kv_explicit and kv in ("f16", "bf16") else [])
+    if hw.devices and unified(hw):
         notes.append("unified memory: the GPU and the CPU share one pool, so moving layers or experts to the "
                      "CPU frees nothing; only a shorter context or a smaller quant helps")
-    elif not sized.ok and hw.devices:
-        st, sized, cpu_moe = _offload(inp, fmt, base, w, reasons)
-    if not sized.ok:
-        st, sized = _shorter_context(inp, fmt, st, sized, reasons, notes)
-    return _build(inp, fmt, st, sized, cpu_moe, reasons, notes, w)
+    found = None if inp.longest_context else _place(inp, fmt, base, kvs, w, reasons)
+    if found is None:
+        found = _shorter_context(inp, fmt, base, kvs, w, reasons, notes)
+    if found is None:
+        st = _with_split(inp, fmt, base, w)
+        sized = size(inp, fmt, st)
+        notes.append("does not fit at any useful context: see the fixes")
+    else:
+        st, sized = found
+    return _build(inp, fmt, st, sized, reasons, notes, w)
 
 
-def _offload(inp, fmt, base, w, reasons):
-    """Best of MoE expert offload and plain partial offload at the context asked."""
+def _with_split(inp: LaunchInput, fmt, st, w):
+    """The settings with the layer split that balances the devices (several GPUs only)."""
+    if len(inp.hw.devices) < 2:
+        return st
+    return replace(st, tensor_split=balanced_split(inp.spec, w, st, inp.hw, now=inp.now))
+
+
+def _place(inp: LaunchInput, fmt, st, kvs, w, reasons) -> tuple | None:
+    """The fastest placement at this context: everything on the GPUs, then a lighter KV cache, then
+    CPU offload (routed experts or whole layers), each judged with the host side; None if none fits."""
+    full = None
+    for kv in kvs:
+        cand = _with_split(inp, fmt, replace(st, kv_cache_dtype=kv), w)
+        sized = size(inp, fmt, cand)
+        full = full or sized
+        if sized.ok:
+            if kv != kvs[0]:
+                reasons["kv"] = (f"KV pressure decides fit: the {kvs[0]} cache ({gib(full.mem.kv.total)}) does not fit "
+                                 f"beside the weights; at {kv} it is {gib(sized.mem.kv.total)} and the plan fits")
+            return cand, sized
+    if not inp.hw.devices or unified(inp.hw):
+        return None
+    for kv in kvs:
+        found = _offload(inp, fmt, replace(st, kv_cache_dtype=kv), w, reasons)
+        if found is not None:
+            if kv != kvs[0]:
+                reasons["kv"] = f"a {kv} cache leaves more of the model on the GPUs than {kvs[0]}"
+            return found
+    return None
+
+
+def _offload(inp: LaunchInput, fmt, base, w, reasons) -> tuple | None:
+    """Expert offload (--n-cpu-moe) and plain partial offload (-ngl), each searched for the most that
+    stays on the GPUs, then judged with system RAM; the faster of those that fit is kept."""
     n = inp.spec.n_layers
     options = []
+
+    def placed(st):
+        st = _with_split(inp, fmt, st, w)
+        return st, size(inp, fmt, st)
+
     if inp.spec.moe and any(w.experts_per_layer):
-        full = size(inp, fmt, base)
-
-        def moe_fits(k: int) -> bool:
-            return rejudge(inp, moe_offload(full.mem, w, k)).status != "exceeds"
-
-        k = smallest_fitting(1, n, moe_fits)
+        k = smallest_fitting(1, n, lambda x: device_fits(placed(replace(base, cpu_moe_layers=x))[1]))
         if k is not None:
-            mem = moe_offload(full.mem, w, k)
-            options.append((cpu_read_per_token(inp, w, ngl=None, n_cpu_moe=k), "moe", k,
-                            base, Sized(mem, rejudge(inp, mem))))
-
-    def ngl_fits(g: int) -> bool:
-        return size(inp, fmt, replace(base, gpu_layers=g)).ok
-
-    g = largest_fitting(0, n, ngl_fits)
+            st, sized = placed(replace(base, cpu_moe_layers=k))
+            if sized.ok:
+                options.append(("moe", k, st, sized))
+    g = largest_fitting(0, n, lambda x: device_fits(placed(replace(base, gpu_layers=x))[1]))
     if g is not None:
-        st = replace(base, gpu_layers=g)
-        options.append((cpu_read_per_token(inp, w, ngl=g, n_cpu_moe=0), "ngl", g, st, size(inp, fmt, st)))
+        st, sized = placed(replace(base, gpu_layers=g))
+        if sized.ok:
+            options.append(("ngl", g, st, sized))
     if not options:
-        return base, size(inp, fmt, base), 0
-    options.sort(key=lambda o: o[0])
-    read, kind, value, st, sized = options[0]
-    other = options[1] if len(options) > 1 else None
+        return None
+    rated = sorted(((_decode_rate(inp, fmt, st, sized, w), kind, value, st, sized)
+                    for kind, value, st, sized in options), key=lambda o: -o[0][0])
+    (rate, rate_text), kind, value, st, sized = rated[0]
+    other = rated[1] if len(rated) > 1 else None
+    vs = f"; {'-ngl' if other and other[1] == 'ngl' else '--n-cpu-moe'} {other[2]} would give {other[0][1]}" if other else ""
     if kind == "moe":
         reasons["moe"] = (f"the model does not fit on the GPUs; keeping the routed experts of the first {value} of {n} "
                           f"blocks in RAM ({gib(sized.mem.host_weights_bytes)} host weights) leaves attention, shared "
-                          f"weights and KV on the GPU and reads ~{gib(read)} from RAM per token"
-                          + (f" vs ~{gib(other[0])} with plain partial offload (-ngl {other[2]})" if other else ""))
-        return st, sized, value
-    reasons["ngl"] = (f"the model does not fit on the GPUs: {max(0, value - 1)} of {n} blocks"
-                      f"{' + output layer' if value >= 1 else ''} fit; the rest run from RAM (~{gib(read)} read "
-                      f"per token on the CPU: slow)"
-                      + (f"; expert offload would read ~{gib(other[0])}" if other else ""))
-    return st, sized, 0
+                          f"weights and KV on the GPU: {rate_text}{vs}")
+    else:
+        reasons["ngl"] = (f"the model does not fit on the GPUs: {max(0, value - 1)} of {n} blocks"
+                          f"{' + output layer' if value >= 1 else ''} fit; the rest run from RAM: {rate_text}{vs}")
+    return st, sized
 
 
-def _shorter_context(inp, fmt, st, sized, reasons, notes):
-    asked = st.context
+def _decode_rate(inp: LaunchInput, fmt, st, sized, w) -> tuple[float, str]:
+    """Decode tokens/s of a placement to compare levers; bytes read from RAM when speed is unknown."""
+    from ..speed import estimate_speed
+
+    try:
+        tps = estimate_speed(inp.spec, w, st, inp.hw, sized.mem, cpu_expert_layers=st.cpu_moe_layers).decode_tps
+        return tps, f"~{tps:.1f} tokens/s"
+    except ValueError:  # no bandwidth figure: fewer bytes read from RAM per token is faster
+        read = cpu_read_per_token(inp, w, ngl=st.gpu_layers, n_cpu_moe=st.cpu_moe_layers)
+        return -read, f"~{gib(read)} read from RAM per token"
+
+
+def _shorter_context(inp, fmt, base, kvs, w, reasons, notes) -> tuple | None:
+    """The longest context, down to llama.cpp's own --fit-ctx floor, at which some placement fits."""
+    asked = base.context
+    floor = min(asked, MIN_USEFUL_CONTEXT)
+
+    def at(c: int):
+        return _place(inp, fmt, replace(base, context=c), kvs, w, {})
+
+    c = largest_fitting(floor, asked - (0 if inp.longest_context else 1), lambda x: at(x) is not None, step=PAD)
+    if c is None:
+        lower = largest_fitting(PAD, floor - 1, lambda x: at(x) is not None, step=PAD) if floor > PAD else None
+        if lower:
+            notes.append(f"only {lower:,} tokens fit, under the {MIN_USEFUL_CONTEXT:,}-token floor llama.cpp's own "
+                         f"fitter uses (--fit-ctx): not a useful deployment")
+        return None
+    found = _place(inp, fmt, replace(base, context=c), kvs, w, reasons)
+    reasons["ctx"] = (f"the longest context that fits (multiple of {PAD})" if inp.longest_context else
+                      f"{ctx_text(asked)} does not fit; {ctx_text(c)} is the largest context (multiple of {PAD}) "
+                      f"that does")
+    return found
+
+
+def longest_context(inp: LaunchInput, fmt, st) -> int:
+    """The longest context (the model's maximum, else a multiple of 256) at which this placement fits."""
+    limit = max(model_max_context(inp.spec) or 1 << 20, st.context)
 
     def fits(c: int) -> bool:
         return size(inp, fmt, replace(st, context=c)).ok
 
-    c = largest_fitting(PAD, asked, fits, step=PAD)
-    if c is None:
-        notes.append("does not fit at any context: see the fixes")
-        return st, sized
-    if c < MIN_USEFUL_CONTEXT <= asked:
-        notes.append(f"only {c} tokens fit, under the {MIN_USEFUL_CONTEXT}-token floor llama.cpp's own fitter uses")
-    reasons["ctx"] = f"{ctx_text(asked)} does not fit; {ctx_text(c)} is the largest context (multiple of {PAD}) that does"
-    st = replace(st, context=c)
-    return st, size(inp, fmt, st)
+    if fits(limit):
+        return limit
+    return largest_fitting(st.context, limit, fits, step=PAD) or st.context
 
 
 def model_args(inp: LaunchInput, fmt) -> tuple[list[Flag], list[str]]:
@@ -157,8 +215,8 @@ def model_args(inp: LaunchInput, fmt) -> tuple[list[Flag], list[str]]:
              f"llama-quantize, or find one on the Hub, and pass its path to -m"])
 
 
-def _build(inp, fmt, st, sized, cpu_moe, reasons, notes, w) -> LaunchPlan:
-    hw, n = inp.hw, inp.spec.n_layers
+def _build(inp, fmt, st, sized, reasons, notes, w) -> LaunchPlan:
+    hw, n, cpu_moe = inp.hw, inp.spec.n_layers, st.cpu_moe_layers
     flags, more = model_args(inp, fmt)
     notes = notes + more
     B = st.batch
@@ -176,12 +234,10 @@ def _build(inp, fmt, st, sized, cpu_moe, reasons, notes, w) -> LaunchPlan:
             "ngl", f"all {n} blocks + the output layer on the GPU{'s' if len(hw.devices) > 1 else ''} (-ngl counts the output layer)")))
         if cpu_moe:
             flags.append(Flag(flag="--n-cpu-moe", value=str(cpu_moe), reason=reasons["moe"]))
-        if len(hw.devices) > 1 and ngl > 0:
-            usable = [d.usable_bytes for d in sized.mem.per_device]
-            unit = min(usable) or 1
-            split = ",".join(str(round(u / unit, 2)).rstrip("0").rstrip(".") for u in usable)
-            flags.append(Flag(flag="--tensor-split", value=split,
-                              reason="layers split in proportion to each device's usable memory, the split the estimate assumed"))
+        if len(hw.devices) > 1 and ngl > 0 and st.tensor_split:
+            flags.append(Flag(flag="--tensor-split", value=",".join(map(str, st.tensor_split)),
+                              reason="layers per device (the last counts the output layer), chosen so every device "
+                                     "keeps a similar share of its usable memory free: the split this plan was sized on"))
         nodes = math.ceil(len(hw.devices) / inp.gpus_per_node)
     else:
         flags.append(Flag(flag="-ngl", value="0", reason="no GPU: every layer runs on the CPU"))
@@ -209,7 +265,9 @@ def _build(inp, fmt, st, sized, cpu_moe, reasons, notes, w) -> LaunchPlan:
     command = render(["llama-server"], flags)
     gl = (n + 1 if st.gpu_layers is None else st.gpu_layers) if hw.devices else 0
     return plan_from("llama.cpp", inp, sized, st, fmt, command=command, flags=flags, setup=setup, notes=notes,
-                     gpu_layers=gl, cpu_moe_layers=cpu_moe, nodes=nodes)
+                     gpu_layers=gl, cpu_moe_layers=cpu_moe, nodes=nodes,
+                     tensor_split=list(st.tensor_split) if st.tensor_split else None,
+                     max_context=longest_context(inp, fmt, st) if sized.ok else None)
 
 
 def _ram_advice(inp: LaunchInput, sized: Sized) -> list[Flag]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fitprobe.estimator.fields import replace
 
-from .common import (GIB, Flag, LaunchInput, LaunchPlan, cap_context, ctx_text, engine_format, gib, largest_fitting,
+from .common import (GIB, Flag, device_fits, LaunchInput, LaunchPlan, cap_context, ctx_text, engine_format, gib, largest_fitting,
                      plan_from, shell_join, size, unified)
 
 
@@ -45,8 +45,8 @@ def plan(inp: LaunchInput) -> LaunchPlan:
         notes.append("unified memory: moving layers to the CPU frees nothing (one pool); only a shorter context "
                      "or a smaller quant helps")
     elif not sized.ok and inp.hw.devices:
-        g = largest_fitting(0, n, lambda x: size(inp, fmt, replace(st, gpu_layers=x)).ok)
-        if g is not None:
+        g = largest_fitting(0, n, lambda x: device_fits(size(inp, fmt, replace(st, gpu_layers=x))))
+        if g is not None and size(inp, fmt, replace(st, gpu_layers=g)).ok:
             st = replace(st, gpu_layers=g)
             sized = size(inp, fmt, st)
             notes.append(f"does not fit on the GPU: Ollama offloads layers itself; about {g} of {n + 1} layers fit "
