@@ -1,10 +1,10 @@
 """What would make it fit: the smallest change on each axis, ranked.
 
-Axes: KV quantization, a shorter context, a smaller quant, CPU/expert offload (with its speed
-cost), N more GPUs of this kind, a node count for vLLM + Ray. Each is found by sizing with the
-same memory model (`Sizer.size`). Ranking puts changes that keep model and hardware first
-(KV type, then context if at least half of it is kept), then quality (quant), then speed
-(offload), then hardware (more GPUs, more nodes); inside an axis, the smallest change wins.
+Axes: KV quantization, a shorter context, a smaller quant, N more GPUs of this kind, a node count
+for vLLM + Ray (CPU offload is the planners' own lever: the recommended deployment carries it).
+Each is found by sizing with the same memory model (`Sizer.size`). Ranking puts changes that keep
+model and hardware first (KV type, then context if at least half of it is kept), then quality
+(quant), then hardware (more GPUs, more nodes); inside an axis, the smallest change wins.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import math
 
 from fitprobe.estimator.fields import doc, record, replace
 
+from .verdict import Status
 from .launch.common import (MIN_USEFUL_CONTEXT, LaunchInput, cap_context, ctx_text, gib, largest_fitting, size,
                             smallest_fitting)
 
@@ -21,22 +22,22 @@ MAX_NODES = 16
 
 @record
 class Fix:
-    axis: str = doc(description="kv_cache | context | quant | offload | gpus | nodes")
+    axis: str = doc(description="kv_cache | context | quant | gpus | nodes")
     change: str = doc(description="the change in words")
     value: str = doc(description="the new value of that setting")
-    status: str = doc(description="verdict with this change: fits | tight")
+    status: Status = doc(description="verdict with this change: fits | tight")
     total_bytes: int = doc(description="accelerator memory needed with this change")
     cost: str = doc(description="what the change costs (quality, context, speed, hardware)")
     rank: int = 0
 
 
-_ORDER = {"kv_cache": 0, "context": 1, "quant": 2, "offload": 3, "gpus": 4, "nodes": 5}
+_ORDER = {"kv_cache": 0, "context": 1, "quant": 2, "gpus": 3, "nodes": 4}
 
 
-def find_fixes(inp: LaunchInput, *, launch=None) -> list[Fix]:
-    """Fixes for settings that do not fit on `inp.hw`. `launch` (engine -> LaunchPlan) supplies the
-    offload lever already searched by the planners. A context beyond the model's maximum is cut to
-    that maximum first: no fix can serve more than the model was built for."""
+def find_fixes(inp: LaunchInput) -> list[Fix]:
+    """Fixes for settings that do not fit on `inp.hw` as asked (CPU offload is not among them: the
+    planners already recommend it when it is what fits). A context beyond the model's maximum is
+    cut to that maximum first: no fix can serve more than the model was built for."""
     fixes: list[Fix] = []
     capped_st, capped = cap_context(inp, inp.settings, inp.settings.engine)
     if capped:
@@ -69,8 +70,6 @@ def find_fixes(inp: LaunchInput, *, launch=None) -> list[Fix]:
     q = _smaller_quant(inp)
     if q:
         fixes.append(q)
-    if launch:
-        fixes += _offload_fix(inp, launch)
     if inp.hw.devices:
         fixes += _more_gpus(inp)
     for f in fixes:
@@ -108,40 +107,6 @@ def _smaller_quant(inp: LaunchInput) -> Fix | None:
     w, fmt, s = best
     return Fix(axis="quant", change=f"{fmt.name} instead of {inp.fmt.name}", value=fmt.name, status=s.verdict.status,
                total_bytes=s.mem.total_bytes, cost=f"weights {gib(w)} instead of {gib(current)}: lower quality")
-
-
-def _offload_fix(inp: LaunchInput, launch) -> list[Fix]:
-    out = []
-    for engine, p in launch.items():
-        if engine != inp.settings.engine or not p.fits:
-            continue
-        if p.cpu_moe_layers:
-            change, value = f"--n-cpu-moe {p.cpu_moe_layers}", str(p.cpu_moe_layers)
-        elif p.gpu_layers is not None and p.gpu_layers < inp.spec.n_layers + 1 and inp.hw.devices:
-            change, value = f"-ngl {p.gpu_layers} (partial offload)", str(p.gpu_layers)
-        elif any(f.flag == "--cpu-offload-gb" for f in p.flags):
-            v = next(f.value for f in p.flags if f.flag == "--cpu-offload-gb")
-            change, value = f"--cpu-offload-gb {v}", v
-        else:
-            continue
-        out.append(Fix(axis="offload", change=change, value=value, status=p.status, total_bytes=p.total_bytes,
-                       cost=f"{gib(p.host_bytes)} in system RAM: every token reads the offloaded part over the "
-                            "memory bus or PCIe, much slower than VRAM" + _speed_cost(inp, p)))
-    return out
-
-
-def _speed_cost(inp: LaunchInput, p) -> str:
-    try:
-        from .speed import estimate_speed
-
-        st = replace(inp.settings, gpu_layers=p.gpu_layers, kv_cache_dtype=p.kv_cache_dtype,
-                                             context=p.context)
-        fmt = inp.table.find(p.quant) or inp.fmt
-        s = size(inp, fmt, st)
-        sp = estimate_speed(inp.spec, inp.sizer.weights(fmt)[0], st, inp.hw, s.mem, cpu_expert_layers=p.cpu_moe_layers)
-        return f" (about {sp.decode_tps:.1f} tokens/s)"
-    except Exception:  # the speed model is optional here: the memory fix stands without it
-        return ""
 
 
 def _more_gpus(inp: LaunchInput) -> list[Fix]:

@@ -3,13 +3,13 @@
 The subject is the launch plan of the engine being sized (the command fitprobe tells you to
 run), so a plan that fits only through a shorter context fails a context requirement, and one
 that fits through CPU offload is held to the speed requirement. A `tight` verdict passes unless
-`strict`. Tokens/s come from `tokens_per_second`, the one place the speed model is consulted.
+`strict`. Tokens/s are the plan's own speed estimate (LaunchPlan.speed).
 """
 from __future__ import annotations
 
-from fitprobe.estimator.fields import doc, record, replace
+from fitprobe.estimator.fields import doc, record
 
-from .launch.common import LaunchInput, LaunchPlan, ctx_text, gib
+from .launch.common import LaunchPlan, ctx_text, gib
 
 
 @record
@@ -41,28 +41,8 @@ class GateResult:
     failed: list[str] = doc(default_factory=list, description="names of the requirements that do not hold")
 
 
-def tokens_per_second(inp: LaunchInput, plan: LaunchPlan) -> tuple[float | None, str]:
-    """Decode tokens/s per sequence for a launch plan, from estimator.speed; (None, why) without it."""
-    try:
-        from .speed import estimate_speed
-    except ImportError as exc:  # the speed model ships separately; the gate says so instead of guessing
-        return None, f"no speed model available ({exc})"
-    fmt = inp.table.find(plan.quant) or inp.fmt
-    st = replace(inp.settings, engine=plan.engine, quant=fmt.name, context=plan.context,
-                                         kv_cache_dtype=plan.kv_cache_dtype, gpu_layers=plan.gpu_layers)
-    hw = replace(inp.hw, devices=inp.hw.devices[:plan.tensor_parallel]) if plan.engine in ("vllm", "sglang") else inp.hw
-    from .launch.common import size
-
-    try:
-        sized = size(inp, fmt, st, hw)
-        speed = estimate_speed(inp.spec, inp.sizer.weights(fmt)[0], st, hw, sized.mem,
-                               cpu_expert_layers=plan.cpu_moe_layers)
-    except Exception as exc:  # missing calibration, unknown bandwidth: reported, never a traceback
-        return None, f"speed not estimated: {exc}"
-    return speed.decode_tps, f"{speed.bound} bound ({speed.backend})"
-
-
-def evaluate(req: Requirements, plan: LaunchPlan, *, tps: tuple[float | None, str] | None = None) -> GateResult:
+def evaluate(req: Requirements, plan: LaunchPlan) -> GateResult:
+    """Judge the plan's own status, context, margin and speed (plan.speed, the printed command's)."""
     checks: list[Check] = []
     ok_status = plan.status == "fits" or (plan.status == "tight" and not req.strict)
     need = "fits" if req.strict else "fits or tight"
@@ -80,7 +60,8 @@ def evaluate(req: Requirements, plan: LaunchPlan, *, tps: tuple[float | None, st
                             passed=plan.margin_bytes >= req.min_margin_bytes,
                             reason=f"{gib(plan.margin_bytes)} left on the tightest device, {gib(req.min_margin_bytes)} required"))
     if req.tps:
-        value, why = tps if tps is not None else (None, "speed not evaluated")
+        sp = plan.speed
+        value, why = (sp.decode_tps, f"{sp.bound} bound ({sp.backend})") if sp else (None, "speed not estimated")
         checks.append(Check(name="speed", required=f"{req.tps:g}", actual="unknown" if value is None else f"{value:.1f}",
                             passed=value is not None and plan.fits and value >= req.tps,
                             reason=why if value is None else f"~{value:.1f} tokens/s per sequence ({why})"))

@@ -82,13 +82,16 @@ def require_known_ram(sized: Sized, hw: Hardware) -> None:
                      "for a verdict (check --gpu cpu uses this machine's RAM)")
 
 
-def pick_format(resolved: ResolvedModel, quant: str | None, hw: Hardware | None = None) -> QuantFormat:
+def pick_format(resolved: ResolvedModel, quant: str | None, engine: str | None = None,
+                hw: Hardware | None = None) -> QuantFormat:
+    """The format asked, else the model's default: a pre-quantized Hub checkpoint as it is, the
+    checkpoint itself for vLLM/SGLang and on Gaudi (what their command loads), Q4_K_M GGUF otherwise."""
     table = quant_table()
     name = quant or resolved.requested_quant
-    if name is None and resolved.entry is None and resolved.spec.prequant is not None:
-        name = "native"  # a pre-quantized Hub checkpoint (FP8, AWQ, NVFP4 …) is sized as it is
-    if name is None and hw is not None and any(d.kind == "hpu" for d in hw.devices):
-        name = "native"  # Gaudi runs vLLM only, which loads the checkpoint, not a GGUF file
+    gaudi = hw is not None and any(d.kind == "hpu" for d in hw.devices)
+    if name is None and (engine in ("vllm", "sglang") or gaudi
+                         or resolved.entry is None and resolved.spec.prequant is not None):
+        name = "native"
     name = name or "Q4_K_M"
     for fmt in resolved.extra_formats:
         if fmt.name.lower() == name.lower():
@@ -147,66 +150,132 @@ def check_settings(st: RunSettings, fmt: QuantFormat, hw: Hardware) -> None:
 
 @dataclass
 class Sized:
-    result: PlanResult
-    output: schema.PlanOutput
+    result: PlanResult  # the settings as asked: the matrix, the scaling table, the diagnosis
+    output: schema.PlanOutput  # leads with the recommended deployment
     launch_input: object = None  # estimator.launch.LaunchInput the launch plans were built from
 
 
 def size_plan(command: str, resolved: ResolvedModel, fmt: QuantFormat, st: RunSettings, hw: Hardware, *,
               min_margin_bytes: int = 0, hardware_source: str = "catalog", now: bool = False,
               device_readings: list[dict] | None = None, engine_option: str | None = None,
-              kv_explicit: bool = False, requirements=None) -> Sized:
+              kv_explicit: bool = False, requirements=None, longest_context: bool = False) -> Sized:
+    """Size the request as asked, plan every engine's command, and answer with the recommended
+    deployment: the asked engine's launch plan, whose settings, memory, verdict and speed fill the
+    top of the output (what was asked stays in `asked` when it differs)."""
+    from fitprobe.estimator.launch import engines_for, plan_all
+
     band = error_band()
     sizer = Sizer(resolved.spec, quant_table(), hw, error_band=band, min_margin_bytes=min_margin_bytes,
                   known_weights=resolved.known_weights)
     formats = list(quant_table().formats) + resolved.extra_formats
     result = sizer.plan(fmt, st, formats=formats, now=now)
+    inp = launch_input(resolved, fmt, st, hw, sizer, kv_explicit=kv_explicit, now=now,
+                       longest_context=longest_context)
+    engines = engines_for(hw, engine_option)
+    if st.engine not in engines:
+        engines.append(st.engine)
+    launch = plan_all(inp, engines)
+    subject = launch[st.engine]
+    rec_st, rec = subject.settings, subject.sized
+    rec_fmt = find_format(subject.quant, formats) or fmt
+    weights_source = sizer.weights(rec_fmt)[1]
     out = schema.PlanOutput(
         command=command,
         model=model_info(resolved),
-        settings=schema.SettingsInfo(**{**asdict(st), "quant": fmt.name}),
-        hardware=hardware_info(hw, st, hardware_source, now=now, readings=device_readings),
-        memory=memory_info(result),
-        verdict=verdict_info(result.verdict, band),
-        matrix=result.matrix, scaling=result.scaling,
-        notes=resolved.notes + result.memory.notes + _format_notes(fmt, result) + _ram_notes(hw, result),
+        recommended=deployment(subject, inp),
+        settings=settings_info(rec_st),
+        hardware=hardware_info(hw, rec_st, hardware_source, now=now, readings=device_readings),
+        memory=memory_info(rec.mem, weights_source),
+        verdict=verdict_info(rec.verdict, band),
+        asked=asked_info(st, result, subject, band),
+        matrix=result.matrix, scaling=result.scaling, launch=launch, speed=subject.speed,
+        notes=list(dict.fromkeys(resolved.notes + subject.notes + _format_notes(rec_fmt, weights_source)
+                                 + _ram_notes(hw, rec.mem))),
     )
-    sized = Sized(result=result, output=out)
-    sized.launch_input = launch_input(resolved, fmt, st, hw, sizer, kv_explicit=kv_explicit, now=now)
-    add_speed(sized, sizer, fmt, st, hw)
-    add_launch(sized, engine_option=engine_option, requirements=requirements)
-    return sized
+    if subject.speed is None and hw.devices and subject.command:
+        out.notes.append("speed not estimated: a device has no bandwidth figure in the catalog")
+    if result.verdict.status == "exceeds" or not subject.fits:
+        from fitprobe.estimator.fixes import find_fixes
+
+        out.fixes = find_fixes(inp)
+    if requirements is not None:
+        from fitprobe.estimator.gate import evaluate
+
+        out.gate = evaluate(requirements, subject)
+    return Sized(result=result, output=out, launch_input=inp)
+
+
+def find_format(name: str, formats: list[QuantFormat]) -> QuantFormat | None:
+    return next((f for f in formats if f.name == name), None)
 
 
 def launch_input(resolved: ResolvedModel, fmt: QuantFormat, st: RunSettings, hw: Hardware, sizer: Sizer, *,
-                 kv_explicit: bool = False, now: bool = False):
+                 kv_explicit: bool = False, now: bool = False, longest_context: bool = False):
     from fitprobe.estimator.launch import LaunchInput
 
     path = resolved.source.removeprefix("local GGUF ") if resolved.source.startswith("local GGUF ") else None
     return LaunchInput(spec=resolved.spec, fmt=fmt, settings=st, hw=hw, sizer=sizer, table=quant_table(),
                        hf_id=resolved.spec.hf_id, gguf_repo=resolved.gguf_repo, gguf_path=path,
-                       ollama_name=resolved.entry.ollama if resolved.entry else None, kv_explicit=kv_explicit, now=now)
+                       ollama_name=resolved.entry.ollama if resolved.entry else None, kv_explicit=kv_explicit, now=now,
+                       longest_context=longest_context)
 
 
-def add_launch(sized: Sized, *, engine_option: str | None, requirements=None) -> None:
-    """Launch plans for the engines this hardware runs, fixes when it does not fit, and the gate."""
-    from fitprobe.estimator.launch import engines_for, plan_all
+def settings_info(st: RunSettings) -> schema.SettingsInfo:
+    fields = asdict(st)
+    fields["tensor_split"] = list(st.tensor_split) if st.tensor_split else None
+    return schema.SettingsInfo(**fields)
 
-    inp, out = sized.launch_input, sized.output
-    engines = engines_for(inp.hw, engine_option)
-    if inp.settings.engine not in engines:
-        engines.append(inp.settings.engine)
-    out.launch = plan_all(inp, engines)
-    subject = out.launch[inp.settings.engine]
-    if out.verdict.status == "exceeds" or not subject.fits:
-        from fitprobe.estimator.fixes import find_fixes
 
-        out.fixes = find_fixes(inp, launch=out.launch)
-    if requirements is not None:
-        from fitprobe.estimator.gate import evaluate, tokens_per_second
+def deployment(plan, inp) -> schema.Deployment:
+    """The recommended deployment: the asked engine's launch plan, and how it differs from the request."""
+    sp = plan.speed
+    return schema.Deployment(
+        engine=plan.engine, quant=plan.quant, context=plan.context, kv_cache_dtype=plan.kv_cache_dtype,
+        batch=plan.settings.batch, gpu_layers=plan.gpu_layers, cpu_moe_layers=plan.cpu_moe_layers,
+        tensor_split=plan.tensor_split, tensor_parallel=plan.tensor_parallel, pipeline_parallel=plan.pipeline_parallel,
+        nodes=plan.nodes, status=plan.status, margin_bytes=plan.margin_bytes, total_bytes=plan.total_bytes,
+        host_bytes=plan.host_bytes, max_context=plan.max_context,
+        decode_tps=round(sp.decode_tps, 2) if sp else None,
+        prefill_tps=round(sp.prefill_tps, 1) if sp and sp.prefill_tps else None,
+        command=plan.command, changes=changes_from_asked(plan, inp))
 
-        tps = tokens_per_second(inp, subject) if requirements.tps else None
-        out.gate = evaluate(requirements, subject, tps=tps)
+
+def changes_from_asked(plan, inp) -> list[str]:
+    """What the recommended plan changes of the request, in words (empty when it runs as asked)."""
+    from fitprobe.estimator.launch.common import cap_context, ctx_text, gib
+
+    asked, out = inp.settings, []
+    if plan.quant != asked.quant:
+        out.append(f"{plan.quant} instead of {asked.quant} ({plan.engine} loads {plan.quant})")
+    want = cap_context(inp, asked, plan.engine)[0].context if not inp.longest_context else None
+    if want is not None and plan.context != asked.context:
+        out.append(f"context {ctx_text(plan.context)} instead of {ctx_text(asked.context)}")
+    if plan.kv_cache_dtype != asked.kv_cache_dtype and asked.kv_cache_dtype != "auto":
+        out.append(f"{plan.kv_cache_dtype} KV cache instead of {asked.kv_cache_dtype}")
+    if plan.cpu_moe_layers:
+        out.append(f"routed experts of {plan.cpu_moe_layers} blocks in RAM (--n-cpu-moe), {gib(plan.host_bytes)} in RAM")
+    elif plan.gpu_layers is not None and inp.hw.devices and plan.gpu_layers < inp.spec.n_layers + 1 \
+            and plan.engine in ("llama.cpp", "ollama"):
+        out.append(f"-ngl {plan.gpu_layers}: {inp.spec.n_layers + 1 - plan.gpu_layers} layers run from RAM "
+                   f"({gib(plan.host_bytes)} in RAM)")
+    offload = next((f.value for f in plan.flags if f.flag == "--cpu-offload-gb"), None)
+    if offload:
+        out.append(f"--cpu-offload-gb {offload}: weights cross PCIe every step")
+    if plan.tensor_parallel < len(inp.hw.devices) and plan.engine in ("vllm", "sglang"):
+        out.append(f"uses {plan.tensor_parallel * plan.pipeline_parallel} of {len(inp.hw.devices)} GPUs")
+    return out
+
+
+def asked_info(st: RunSettings, result: PlanResult, plan, band) -> schema.AskedInfo | None:
+    """The request as asked, when the recommended plan differs from it (settings or verdict)."""
+    same = (plan.quant == st.quant and plan.context == st.context and plan.kv_cache_dtype == st.kv_cache_dtype
+            and not plan.cpu_moe_layers and result.verdict.status == plan.status
+            and (st.gpu_layers is None or st.gpu_layers == plan.gpu_layers))
+    if same:
+        return None
+    m = result.memory
+    return schema.AskedInfo(settings=settings_info(st), verdict=verdict_info(result.verdict, band),
+                            total_bytes=m.total_bytes, host_bytes=m.host_total_bytes)
 
 
 def verdict_info(verdict, band: float | None = None) -> schema.VerdictInfo:
@@ -216,17 +285,17 @@ def verdict_info(verdict, band: float | None = None) -> schema.VerdictInfo:
                               uncertainty_bytes=verdict.uncertainty_bytes)
 
 
-def _ram_notes(hw: Hardware, result: PlanResult) -> list[str]:
+def _ram_notes(hw: Hardware, mem) -> list[str]:
     """Say when host-side needs went unchecked because system RAM is unknown."""
-    host = result.memory.host_total_bytes
+    host = mem.host_total_bytes
     unified = bool(hw.devices) and all(d.unified_memory for d in hw.devices)
     if hw.system_ram_bytes is None and not unified and host > (1 << 30):
         return [f"system RAM not given: the {host / (1 << 30):.1f} GiB held in RAM was not checked (pass --ram-gib)"]
     return []
 
 
-def _format_notes(fmt: QuantFormat, result: PlanResult) -> list[str]:
-    if fmt.approximate and result.weights_source.startswith("approximate"):
+def _format_notes(fmt: QuantFormat, weights_source: str) -> list[str]:
+    if fmt.approximate and weights_source.startswith("approximate"):
         return [f"{fmt.name}: {fmt.source}"]
     return []
 
@@ -272,30 +341,16 @@ def hardware_info(hw: Hardware, st: RunSettings, source: str, *, now: bool,
         usable_fraction=hw.usable_fraction, system_ram_bytes=hw.system_ram_bytes, source=source, devices=devices)
 
 
-def memory_info(result: PlanResult) -> schema.MemoryInfo:
-    m = result.memory
+def memory_info(m, weights_source: str) -> schema.MemoryInfo:
     kv = m.kv
     return schema.MemoryInfo(
         weights_bytes=m.weights_bytes, kv_cache_bytes=m.kv_cache_bytes, buffers_bytes=m.buffers_bytes,
         total_bytes=m.total_bytes, host_weights_bytes=m.host_weights_bytes, host_kv_cache_bytes=m.host_kv_cache_bytes,
         host_buffers_bytes=m.host_buffers_bytes, model_file_bytes=m.model_file_bytes,
-        weights_source=result.weights_source, gpu_layers=m.gpu_layers,
+        weights_source=weights_source, gpu_layers=m.gpu_layers,
         kv_detail={"full": kv.full, "windowed": kv.windowed, "latent": kv.latent, "indexer": kv.indexer,
                    "recurrent": kv.recurrent, "cells_full": kv.cells_full, "cells_window": kv.cells_window},
         per_device=m.per_device)
-
-
-def add_speed(sized: Sized, sizer: Sizer, fmt: QuantFormat, st: RunSettings, hw: Hardware, *,
-              ram_bandwidth_gbs: float | None = None, cpu_expert_layers: int = 0) -> None:
-    """Fill output.speed (None, with a note, when a device has no bandwidth figure)."""
-    from fitprobe.estimator.speed import estimate_speed
-
-    try:
-        sized.output.speed = estimate_speed(sizer.spec, sizer.weights(fmt)[0], st, hw, sized.result.memory,
-                                            ram_bandwidth_gbs=ram_bandwidth_gbs, cpu_expert_layers=cpu_expert_layers)
-    except ValueError as exc:
-        sized.output.speed = None
-        sized.output.notes.append(f"speed not estimated: {exc}")
 
 
 def fill_report(sized: Sized, resolved: ResolvedModel, fmt: QuantFormat, st: RunSettings, hw: Hardware, *,

@@ -16,11 +16,32 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+class ContextParam(click.ParamType):
+    """Tokens per sequence: 8192, 32k / 128K (x 1024), 1M (x 1024^2), or 'max' (the longest that fits)."""
+
+    name = "context"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or value == "max":
+            return value
+        text = str(value).strip().lower()
+        if text == "max":
+            return "max"
+        scale = {"k": 1 << 10, "m": 1 << 20}.get(text[-1:], 1)
+        try:
+            tokens = int(float(text[:-1] if scale > 1 else text) * scale)
+        except (ValueError, OverflowError):
+            self.fail(f"'{value}' is not a context: use tokens (8192), 32k, 128K or max", param, ctx)
+        return tokens  # zero or negative: the one-line usage error of build_settings
+
+
 def size_options(f):
     """Options shared by plan and check."""
     opts = [
         click.option("--quant", "-q", default=None, help="Q4_K_M (default), Q8_0, BF16, FP8, AWQ, native, ..."),
-        click.option("--ctx", "context", type=int, default=8192, show_default=True, help="context tokens per sequence"),
+        click.option("--ctx", "context", type=ContextParam(), default=8192, show_default=True,
+                     help="tokens per sequence: 8192, 32k, 128K, or max (the longest that fits)"),
+        click.option("--full", is_flag=True, help="also print the quantization matrix and the context table"),
         click.option("--kv-cache", "kv_cache", default=None, help="KV cache type: f16, bf16, fp8, q8_0, q4_0, auto"),
         click.option("--batch", type=int, default=1, show_default=True, help="concurrent sequences"),
         click.option("--engine", type=click.Choice(["llama.cpp", "vllm", "sglang", "ollama", "mlx"]), default=None,

@@ -65,7 +65,7 @@ def build(model: str, gpu: str | None, gpus: int, opts: dict):
     from fitprobe.app import (UsageError, catalog_hardware, check_settings, fill_report, pick_format,
                               require_known_ram, size_plan)
     from fitprobe.catalogs.resolve import ResolveError, resolve
-    from fitprobe.commands import HardwareError, build_settings, probed_hardware, requirements_from
+    from fitprobe.commands import HardwareError, build_settings, probed_hardware, requirements_from, resolve_context
     from fitprobe.estimator.cost import CostOptions
     from fitprobe.estimator.fields import replace
     from fitprobe.estimator.finetune import FinetuneOptions
@@ -101,12 +101,13 @@ def build(model: str, gpu: str | None, gpus: int, opts: dict):
         import os
 
         resolved = resolve(model, token=opts.get("token") or os.environ.get("HF_TOKEN"), revision=opts.get("revision"))
-        fmt = pick_format(resolved, opts.get("quant"), hw)
+        longest = resolve_context(opts, resolved.spec)
+        fmt = pick_format(resolved, opts.get("quant"), opts.get("engine"), hw)
         settings = build_settings(fmt, hw, opts)
         check_settings(settings, fmt, hw)
         sized = size_plan("report", resolved, fmt, settings, hw, min_margin_bytes=min_margin, hardware_source=source,
                           engine_option=opts.get("engine"), kv_explicit=opts.get("kv_cache") is not None,
-                          requirements=requirements)
+                          requirements=requirements, longest_context=longest)
         require_known_ram(sized, hw)
         sized.output.notes[:0] = notes
         fill_report(sized, resolved, fmt, settings, hw, cost_options=cost, finetune_options=ft,

@@ -29,12 +29,25 @@ def build_settings(fmt, hw, opts: dict):
         raise UsageError(f"invalid setting: {exc}") from None
 
 
-def emit(sized, as_json: bool, also_text: bool = False) -> None:
+def resolve_context(opts: dict, spec) -> bool:
+    """Turn `--ctx max` into the model's maximum context (the planners then find the longest that
+    fits); True when it was asked."""
+    from fitprobe.app import UsageError
+
+    if opts["context"] != "max":
+        return False
+    if not spec.max_context or spec.max_context <= 1:
+        raise UsageError("--ctx max needs the model's maximum context (max_position_embeddings), which its config "
+                         "does not give: pass a number of tokens")
+    opts["context"] = spec.max_context
+    return True
+
+
+def emit(sized, as_json: bool, also_text: bool = False, full: bool = False) -> None:
     """JSON to stdout (and, with --text, the human report on stderr), or the human report alone."""
-    from fitprobe.estimator.launch.text import render_launch
     from fitprobe.render import render_plan
 
-    text = render_plan(sized.output) + render_launch(sized.output)
+    text = render_plan(sized.output, full=full)
     if as_json:
         from fitprobe.contract import to_json
 
@@ -50,6 +63,8 @@ def requirements_from(opts: dict, min_margin: int):
     from fitprobe.app import UsageError
 
     ctx, tps = opts.get("require_context"), opts.get("require_tps")
+    if opts["context"] == "max" and ctx:
+        raise UsageError("--ctx max and --require-context together: give the context the gate requires")
     if ctx is not None and ctx <= 0:
         raise UsageError(f"--require-context must be a positive number of tokens, got {ctx}")
     if tps is not None and tps <= 0:
@@ -149,39 +164,47 @@ def run_plan(command: str, model: str, *, gpu: str | None, gpus: int, hardware=N
                                           memory_gib=opts.get("memory_gib"))
         token = opts.get("token") or os.environ.get("HF_TOKEN")
         resolved = resolve(model, token=token, revision=opts.get("revision"))
-        fmt = pick_format(resolved, opts.get("quant"), hw)
+        longest = resolve_context(opts, resolved.spec)
+        fmt = pick_format(resolved, opts.get("quant"), opts.get("engine"), hw)
         settings = build_settings(fmt, hw, opts)
         check_settings(settings, fmt, hw)
         source = "probe" if hardware is not None else "catalog"
         sized = size_plan(command, resolved, fmt, settings, hw, min_margin_bytes=min_margin,
                           hardware_source=source, device_readings=readings, engine_option=opts.get("engine"),
-                          kv_explicit=opts.get("kv_cache") is not None, requirements=requirements)
+                          kv_explicit=opts.get("kv_cache") is not None, requirements=requirements,
+                          longest_context=longest)
         require_known_ram(sized, hw)
         if opts.get("verify"):
             attach_verify(sized, opts)
         if hardware is not None:
-            add_now_verdict(sized, resolved, fmt, settings, hw, min_margin)
+            add_now_verdict(sized, min_margin)
             sized.output.notes[:0] = probe_notes or []
     except ResolveError as exc:
         fail(str(exc), EXIT_MODEL)
     except (UsageError, click.BadParameter) as exc:
         fail(str(exc), EXIT_USAGE)
-    emit(sized, opts["as_json"], opts.get("also_text", False))
+    emit(sized, opts["as_json"], opts.get("also_text", False), opts.get("full", False))
     if sized.output.gate is not None:
         sys.exit(EXIT_FITS if sized.output.gate.passed else EXIT_EXCEEDS)
     verdict = sized.output.verdict_now or sized.output.verdict
     sys.exit(EXIT_EXCEEDS if verdict.status == "exceeds" else EXIT_FITS)
 
 
-def add_now_verdict(sized, resolved, fmt, settings, hw, min_margin: int) -> None:
-    """The same plan against free memory right now (other processes counted)."""
+def add_now_verdict(sized, min_margin: int) -> None:
+    """The recommended command against free memory right now (other processes counted)."""
     from fitprobe.app import error_band, verdict_info
-    from fitprobe.catalogs.quants import quant_table
+    from fitprobe.estimator.fields import replace
     from fitprobe.estimator.plan import Sizer
 
+    inp = sized.launch_input
+    hw = inp.hw
     if not any(d.free_bytes is not None for d in hw.devices) and hw.ram_available_bytes is None:
         return
-    sizer = Sizer(resolved.spec, quant_table(), hw, error_band=error_band(), min_margin_bytes=min_margin,
-                  known_weights=resolved.known_weights)
-    _, verdict, _ = sizer.size(fmt, settings, now=True)
+    plan = sized.output.launch[inp.settings.engine]
+    if plan.engine in ("vllm", "sglang"):
+        hw = replace(hw, devices=hw.devices[:plan.tensor_parallel])
+    fmt = next((f for f in inp.table.formats if f.name == plan.quant), inp.fmt)
+    sizer = Sizer(inp.spec, inp.table, hw, error_band=error_band(), min_margin_bytes=min_margin,
+                  known_weights=inp.sizer.known)
+    _, verdict, _ = sizer.size(fmt, plan.settings, now=True)
     sized.output.verdict_now = verdict_info(verdict)

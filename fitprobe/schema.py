@@ -5,7 +5,7 @@ Bytes are integers; ratios are fractions (0.83 = 83 %). Bump SCHEMA_VERSION on a
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from fitprobe.estimator.fields import doc, record
 from fitprobe.estimator.launch.common import LaunchPlan
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # sections only some commands fill: imported when the contrac
     from fitprobe.estimator.recommend import Pick
     from fitprobe.verify import VerifyResult
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "2.0"
 
 
 @record
@@ -96,9 +96,40 @@ class MemoryInfo:
     per_device: list[DeviceUsage] = doc(description="the split over devices (layers, weights, KV, buffers, usable)")
 
 
+Status = Literal["fits", "tight", "exceeds"]
+
+
+@record
+class Deployment:
+    """The deployment fitprobe recommends: exactly what `command` runs, and how it differs from the request."""
+
+    engine: str = doc(description="llama.cpp, vllm, sglang, ollama or mlx")
+    quant: str = doc(description="the format the command loads")
+    context: int = doc(description="tokens per sequence the command serves")
+    kv_cache_dtype: str
+    batch: int = doc(description="concurrent sequences")
+    gpu_layers: int | None = doc(default=None, description="llama.cpp -ngl (counts the output layer)")
+    cpu_moe_layers: int = doc(default=0, description="llama.cpp --n-cpu-moe: blocks whose routed experts stay in RAM")
+    tensor_split: list[int] | None = doc(default=None, description="layers per device (llama.cpp --tensor-split)")
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    nodes: int = 1
+    status: Status = doc(description="the verdict of this deployment (same as `verdict.status`)")
+    margin_bytes: int = doc(description="usable minus required on the tightest device (or system RAM)")
+    total_bytes: int = doc(description="memory on the accelerators")
+    host_bytes: int = doc(description="memory in system RAM")
+    max_context: int | None = doc(default=None, description="the longest context this deployment fits, up to the "
+                                                            "model's maximum (null when it does not fit)")
+    decode_tps: float | None = doc(default=None, description="decode tokens/s per sequence of this command")
+    prefill_tps: float | None = doc(default=None, description="prefill tokens/s of this command")
+    command: str = doc(description="the command(s) to run, setup first, one per line")
+    changes: list[str] = doc(default_factory=list, description="what differs from the request, in words; empty when "
+                                                              "the request runs as asked")
+
+
 @record
 class VerdictInfo:
-    status: str = doc(description="fits | tight | exceeds")
+    status: Status = doc(description="fits | tight | exceeds")
     margin_bytes: int = doc(description="usable minus required on the limiting device (negative = short)")
     utilization: float = doc(description="required / usable on the limiting device")
     reason: str = doc(description="one sentence: what decides the verdict")
@@ -110,18 +141,32 @@ class VerdictInfo:
 
 
 @record
+class AskedInfo:
+    """The request exactly as asked, when the recommended deployment differs from it."""
+
+    settings: SettingsInfo
+    verdict: VerdictInfo = doc(description="fit of the settings as asked (on the idle hardware)")
+    total_bytes: int = doc(description="accelerator memory the settings as asked need")
+    host_bytes: int = doc(description="system RAM the settings as asked need")
+
+
+@record
 class PlanOutput:
     schema_version: str = SCHEMA_VERSION
     command: str = doc(description="plan, check or report")
     model: ModelInfo
-    settings: SettingsInfo
+    recommended: Deployment = doc(description="the answer: the deployment fitprobe recommends (settings, verdict, "
+                                              "memory and speed below all describe it) and its command")
+    settings: SettingsInfo = doc(description="the recommended deployment's settings")
     hardware: HardwareInfo
-    memory: MemoryInfo
-    verdict: VerdictInfo = doc(description="fit on the idle hardware (total memory)")
+    memory: MemoryInfo = doc(description="the recommended deployment's memory, per device")
+    verdict: VerdictInfo = doc(description="the recommended deployment's fit on the idle hardware (total memory)")
+    asked: AskedInfo | None = doc(default=None, description="the request as asked and its verdict, when the "
+                                                            "recommended deployment differs from it")
     verdict_now: VerdictInfo | None = doc(
         default=None, description="check only: fit right now, against free memory (other processes counted)")
-    matrix: list[MatrixRow] = doc(description="every quantization format at this context")
-    scaling: list[ScalingRow] = doc(description="4K..128K and the model's maximum context at this quant")
+    matrix: list[MatrixRow] = doc(description="every quantization format at the context asked")
+    scaling: list[ScalingRow] = doc(description="4K..128K and the model's maximum context at the quant asked")
     notes: list[str] = doc(default_factory=list, description="what was probed, assumed or approximated")
     launch: dict[str, LaunchPlan] = doc(
         default_factory=dict, description="per engine shown (llama.cpp, ollama, vllm, sglang, mlx): the command, "
@@ -131,8 +176,8 @@ class PlanOutput:
     gate: GateResult | None = doc(default=None, description="requirements (--require-*, --min-margin, --strict) "
                                                               "and which of them hold; exit code 1 when one fails")
     verify: VerifyResult | None = doc(default=None, description="--verify: llama.cpp's own fitter beside fitprobe's")
-    speed: Speed | None = doc(default=None, description="decode / prefill tokens/s and 4K-prompt TTFT "
-                                                          "(bandwidth and compute model, calibrated per backend)")
+    speed: Speed | None = doc(default=None, description="the recommended deployment's decode / prefill tokens/s and "
+                                                          "4K-prompt TTFT (bandwidth and compute model, calibrated per backend)")
     cost: Cost | None = doc(default=None, description="report: cloud cost per 1M output tokens, rent vs buy")
     finetune: Finetune | None = doc(default=None, description="report: QLoRA / LoRA / full fine-tuning memory")
     recommendations: list[Pick] = doc(default_factory=list, description="report: hardware picks that fit")

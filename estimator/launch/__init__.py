@@ -31,7 +31,28 @@ def plan_engine(engine: str, inp: LaunchInput) -> LaunchPlan:
 
 
 def plan_all(inp: LaunchInput, engines: list[str]) -> dict[str, LaunchPlan]:
-    return {e: plan_engine(e, inp) for e in engines}
+    """Each engine's plan with its own speed (the speed of exactly that command)."""
+    plans = {e: plan_engine(e, inp) for e in engines}
+    for p in plans.values():
+        p.speed = plan_speed(inp, p)
+    return plans
+
+
+def plan_speed(inp: LaunchInput, plan: LaunchPlan):
+    """Decode/prefill of a plan as sized: its format, context, KV, offload and split; None when a
+    device has no bandwidth figure or the engine has no plan here (vLLM without a GPU)."""
+    from ..speed import estimate_speed
+
+    if not plan.command:
+        return None
+    fmt = next((f for f in inp.table.formats if f.name == plan.quant), None) or inp.fmt
+    hw = inp.hw
+    if plan.engine in ("vllm", "sglang"):
+        hw = Hardware(**{**hw.__dict__, "devices": hw.devices[:plan.tensor_parallel]})
+    try:
+        return estimate_speed(inp.spec, inp.sizer.weights(fmt)[0], plan.settings, hw, plan.sized.mem)
+    except ValueError:
+        return None
 
 
 __all__ = ["ALL_ENGINES", "Flag", "LaunchInput", "LaunchPlan", "engines_for", "plan_all", "plan_engine"]

@@ -19,7 +19,7 @@ from ..quant import QuantFormat, QuantTable
 from ..settings import RunSettings
 from ..spec import ModelSpec
 from ..speed import Speed
-from ..verdict import Verdict, judge
+from ..verdict import Status, Verdict, judge
 
 GIB, MIB = 1 << 30, 1 << 20
 # A multi-node split is assumed at 8 accelerators per node (the largest NVLink/HGX board).
@@ -46,7 +46,7 @@ class LaunchPlan:
     flags: list[Flag] = doc(default_factory=list)
     env: dict[str, str] = doc(default_factory=dict, description="environment variables the command sets")
     fits: bool
-    status: str = doc(description="fits | tight | exceeds for this configuration")
+    status: Status = doc(description="fits | tight | exceeds for this configuration")
     margin_bytes: int
     total_bytes: int = doc(description="memory this plan needs on the accelerators")
     host_bytes: int = doc(description="memory this plan needs in system RAM")
@@ -176,6 +176,12 @@ def cap_context(inp: LaunchInput, st: RunSettings, engine: str) -> tuple[RunSett
 def unified(hw: Hardware) -> bool:
     """One memory pool (Apple silicon): moving layers or experts to the CPU frees nothing."""
     return bool(hw.devices) and all(d.unified_memory for d in hw.devices)
+
+
+def can_offload(inp: LaunchInput) -> bool:
+    """CPU offload is planned only on GPUs with their own memory and a known system RAM: an unknown
+    RAM cannot be judged, so no plan leans on it."""
+    return bool(inp.hw.devices) and not unified(inp.hw) and bool(inp.hw.system_ram_bytes)
 
 
 def gib(n: float) -> str:

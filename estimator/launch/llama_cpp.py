@@ -15,7 +15,7 @@ import math
 
 from ..memory import MemoryBreakdown, balanced_split
 from ..quant import WeightBytes
-from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, cap_context, ctx_text,
+from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, can_offload, cap_context, ctx_text,
                      device_fits, engine_format, gib, largest_fitting, model_max_context, plan_from, render, size,
                      smallest_fitting, unified)
 
@@ -61,8 +61,9 @@ def plan(inp: LaunchInput) -> LaunchPlan:
     fmt, fmt_note = engine_format(engine, inp)
     hw = inp.hw
     kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("f16", "bf16", "f32", "q8_0", "q4_0") else "f16"
+    asked_ngl = inp.settings.gpu_layers if hw.devices else 0
     base = replace(inp.settings, engine=engine, quant=fmt.name, flash_attention=True, cpu_moe_layers=0,
-                   tensor_split=None, gpu_layers=None if hw.devices else 0, kv_cache_dtype=kv)
+                   tensor_split=None, gpu_layers=asked_ngl, kv_cache_dtype=kv)
     w, _ = inp.sizer.weights(fmt)
     notes = [fmt_note] if fmt_note else []
     reasons: dict[str, str] = {}
@@ -77,6 +78,9 @@ def plan(inp: LaunchInput) -> LaunchPlan:
         notes.append("unified memory: the GPU and the CPU share one pool, so moving layers or experts to the "
                      "CPU frees nothing; only a shorter context or a smaller quant helps")
     found = None if inp.longest_context else _place(inp, fmt, base, kvs, w, reasons)
+    if found is None and hw.devices and not unified(hw) and not hw.system_ram_bytes:
+        notes.append("system RAM unknown: offloading to the CPU was not planned (pass --ram-gib, or run "
+                     "`fitprobe check` on the machine itself)")
     if found is None:
         found = _shorter_context(inp, fmt, base, kvs, w, reasons, notes)
     if found is None:
@@ -108,7 +112,7 @@ def _place(inp: LaunchInput, fmt, st, kvs, w, reasons) -> tuple | None:
                 reasons["kv"] = (f"KV pressure decides fit: the {kvs[0]} cache ({gib(full.mem.kv.total)}) does not fit "
                                  f"beside the weights; at {kv} it is {gib(sized.mem.kv.total)} and the plan fits")
             return cand, sized
-    if not inp.hw.devices or unified(inp.hw):
+    if not can_offload(inp) or st.gpu_layers is not None:  # an -ngl the user gave is kept
         return None
     for kv in kvs:
         found = _offload(inp, fmt, replace(st, kv_cache_dtype=kv), w, reasons)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fitprobe.estimator.fields import replace
 
-from .common import (GIB, Flag, device_fits, LaunchInput, LaunchPlan, cap_context, ctx_text, engine_format, gib, largest_fitting,
+from .common import (GIB, Flag, can_offload, device_fits, LaunchInput, LaunchPlan, cap_context, ctx_text, engine_format, gib, largest_fitting,
                      plan_from, shell_join, size, unified)
 
 
@@ -44,7 +44,7 @@ def plan(inp: LaunchInput) -> LaunchPlan:
     if not sized.ok and unified(inp.hw):
         notes.append("unified memory: moving layers to the CPU frees nothing (one pool); only a shorter context "
                      "or a smaller quant helps")
-    elif not sized.ok and inp.hw.devices:
+    elif not sized.ok and can_offload(inp):
         g = largest_fitting(0, n, lambda x: device_fits(size(inp, fmt, replace(st, gpu_layers=x))))
         if g is not None and size(inp, fmt, replace(st, gpu_layers=g)).ok:
             st = replace(st, gpu_layers=g)

@@ -16,7 +16,8 @@ import math
 from ..hardware import Hardware
 from ..memory import MemoryBreakdown
 from ..spec import ModelSpec
-from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, cap_context, ctx_text, engine_format,
+from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, can_offload, cap_context, ctx_text,
+                     engine_format,
                      gib, largest_fitting, plan_from, rejudge, render, size, smallest_fitting)
 
 BLOCK = 16  # vLLM's default KV block on CUDA
@@ -184,7 +185,7 @@ def _plan_format(inp: LaunchInput, engine: str, fmt, fmt_note: str | None) -> La
                               f"max-model-len (multiple of {BLOCK}) that does")
             if cand.kv_cache_dtype == "fp8":
                 reasons["kv"] = "fp8 KV: the 16-bit cache fits a shorter context than fp8 does"
-    if not sized.ok and engine == "vllm":
+    if not sized.ok and engine == "vllm" and can_offload(inp):
         st = fp8 if not inp.kv_explicit else base
         full = sz(st)
         per_gpu_w = full.mem.per_device[0].weights_bytes if full.mem.per_device else 0

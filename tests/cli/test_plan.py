@@ -17,14 +17,18 @@ def run(*args):
 def test_fits_exit_0_and_human_table():
     code, out = run("plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090")
     assert code == 0
-    assert "Verdict: FITS" in out and "Quantization matrix" in out and "Context scaling" in out
-    assert "128K" in out
+    assert "Verdict: FITS" in out and "$ llama-server" in out and "Quantization matrix" not in out
+    lines = out.splitlines()
+    assert len(lines) <= 40 and max(map(len, lines)) <= 100  # readable by default
+    code, out = run("plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--full")
+    assert "Quantization matrix" in out and "Context scaling" in out and "128K" in out
 
 
 def test_does_not_fit_exit_1():
     code, out = run("plan", "deepseek-v3", "--gpu", "RTX 3060 12GB")
     assert code == 1
     assert "DOES NOT FIT" in out
+    assert "system RAM unknown: offloading to the CPU was not planned" in out  # RAM is never assumed
 
 
 def test_json_contract_fields():

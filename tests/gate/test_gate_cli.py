@@ -88,13 +88,16 @@ def test_json_on_stdout_and_text_on_stderr():
     r = run("plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--json", "--text", "--require-context", "8192")
     assert r.exit_code == 0
     json.loads(r.stdout)
-    assert "Launch commands" in r.stderr and "Gate: PASS" in r.stderr
+    assert "$ llama-server" in r.stderr and "Gate: PASS" in r.stderr
 
 
 def test_human_output_lists_commands_and_reasons():
-    r = run("plan", "qwen3-30b-a3b", "--gpu", "RTX 3060", "-q", "Q8_0", "--ctx", "16384")
-    assert r.exit_code == 1  # all layers on the GPU does not fit: the plain verdict
-    assert "$ llama-server" in r.stdout and "--n-cpu-moe" in r.stdout and "What would make it fit" in r.stdout
+    r = run("plan", "qwen3-30b-a3b", "--gpu", "RTX 3060", "-q", "Q8_0", "--ctx", "16384", "--ram-gib", "64")
+    assert r.exit_code == 0  # the recommended deployment (experts in RAM) fits: that is the answer
+    assert "As asked (Q8_0" in r.stdout and "DOES NOT FIT" in r.stdout
+    assert "$ llama-server" in r.stdout and "--n-cpu-moe" in r.stdout and "What would make it fit as asked" in r.stdout
+    r = run("plan", "qwen3-30b-a3b", "--gpu", "RTX 3060", "-q", "Q8_0", "--ctx", "16384", "--ram-gib", "64", "--full")
+    assert "Launch commands" in r.stdout and "--n-cpu-moe" in r.stdout and "routed experts" in r.stdout
 
 
 def test_context_beyond_the_model_maximum_fails_the_gate():
