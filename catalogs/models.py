@@ -32,6 +32,9 @@ class ModelEntry:
     gguf_repo: str | None = None
     ollama: str | None = None
     notes: str = ""
+    long_context: dict | None = doc(
+        default=None, description="YaRN the model card documents but config.json leaves off: "
+                                  "{rope_scaling: {rope_type, factor, original_max_position_embeddings}, source}")
     config: dict
     params_json: dict | None = None
 

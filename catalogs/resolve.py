@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fitprobe.estimator.config import SpecError, spec_from_config
+from fitprobe.estimator.config import SpecError, documented_yarn, spec_from_config
 from fitprobe.estimator.fields import replace
 from fitprobe.estimator.quant import QuantFormat, WeightBytes, weight_bytes
 from fitprobe.estimator.spec import ModelSpec
@@ -107,6 +107,8 @@ def _from_entry(entry: ModelEntry, quant: str | None, *, source: str = "bundled 
     if not entry.config:
         raise ResolveError(f"{entry.name}: bundled entry has no config.json")
     spec = _spec(entry.config, entry.name, entry.hf_id)
+    if entry.long_context:
+        spec = documented_yarn(spec, entry.long_context["rope_scaling"], entry.long_context["source"])
     return ResolvedModel(spec=spec, source=source, entry=entry, requested_quant=quant, gguf_repo=entry.gguf_repo,
                          notes=_default_notes(spec))
 

@@ -8,8 +8,9 @@ transformers configuration classes and llama.cpp's converters.
 from __future__ import annotations
 
 from typing import Any
+from fitprobe.estimator.fields import replace
 
-from .spec import MLA, SSM, Indexer, Layer, ModelSpec, MoE, PreQuant
+from .spec import MLA, SSM, Indexer, Layer, ModelSpec, MoE, PreQuant, Yarn
 
 
 class SpecError(ValueError):
@@ -218,6 +219,7 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None) -> Mo
         post_norms=arch.startswith(("gemma2", "gemma3", "gemma4", "glm4")) and arch != "glm4_moe",
         native_dtype=str(config.get("torch_dtype") or config.get("dtype") or cfg.get("torch_dtype") or "bfloat16"),
         prequant=_prequant(config) or _prequant(cfg),
+        yarn=_yarn(cfg, max_ctx),
         vision_params=vision_tower_params(vision),
         defaults_used=sorted(defaults),
         mtp_layers=int(r.get("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers", default=0) or 0),
@@ -475,3 +477,27 @@ def _ssm(arch: str, cfg: dict, hidden: int, r: _Reader) -> SSM | None:
         cache = r.need("conv_L_cache")
         return SSM(kind="shortconv", d_inner=hidden, d_state=0, d_conv=cache or 3) if cache else None
     return None
+
+
+def _yarn(cfg: dict, max_ctx, source: str = "config.json rope_scaling") -> Yarn | None:
+    """YaRN whose window (factor x original_max_position_embeddings) goes past max_position_embeddings:
+    the engines serve it when told to (Qwen3: 32768 x 4 = 131072 against 40960). A config whose
+    max_position_embeddings already is the extended window (DeepSeek, gpt-oss) has nothing to add."""
+    rs = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    if not isinstance(rs, dict) or (rs.get("rope_type") or rs.get("type")) != "yarn":
+        return None
+    factor, original = rs.get("factor"), rs.get("original_max_position_embeddings")
+    if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not 1 < factor <= 1024:
+        return None
+    if not isinstance(original, int) or isinstance(original, bool) or original <= 0:
+        return None
+    extended = int(factor * original)
+    if not isinstance(max_ctx, int) or extended <= max_ctx:
+        return None
+    return Yarn(factor=float(factor), original_context=original, max_context=extended, source=source)
+
+
+def documented_yarn(spec: ModelSpec, rope_scaling: dict, source: str) -> ModelSpec:
+    """The spec with a YaRN its model card documents (config.json leaves rope_scaling off)."""
+    yarn = _yarn({"rope_scaling": rope_scaling}, spec.max_context, source)
+    return replace(spec, yarn=yarn) if yarn else spec

@@ -89,6 +89,16 @@ class PreQuant:
 
 
 @record
+class Yarn:
+    """YaRN RoPE scaling that extends the trained window (config rope_scaling, or the model card's)."""
+
+    factor: float = doc(gt=1)
+    original_context: int = doc(gt=0, description="original_max_position_embeddings")
+    max_context: int = doc(gt=0, description="factor x original: the longest context YaRN serves")
+    source: str = doc(default="config.json rope_scaling", description="where the scaling is documented")
+
+
+@record
 class ModelSpec:
     name: str
     architecture: str = doc(description="config.json model_type (of the text model)")
@@ -123,6 +133,7 @@ class ModelSpec:
     native_dtype: str = "bfloat16"
     defaults_used: list[str] = doc(default_factory=list, description="keys taken from the family's transformers defaults")
     prequant: PreQuant | None = None
+    yarn: Yarn | None = doc(default=None, description="YaRN that extends max_context (not yet applied in config)")
 
     @cached_property
     def cache_key(self) -> str:

@@ -35,7 +35,22 @@ def plan_all(inp: LaunchInput, engines: list[str]) -> dict[str, LaunchPlan]:
     plans = {e: plan_engine(e, inp) for e in engines}
     for p in plans.values():
         p.speed = plan_speed(inp, p)
+        if p.max_context is None and p.fits and p.command:
+            p.max_context = plan_longest_context(inp, p)
     return plans
+
+
+def plan_longest_context(inp: LaunchInput, plan: LaunchPlan) -> int | None:
+    """The longest context of a plan whose memory is a plain sizing of its settings (not vLLM's
+    pipeline stages or CPU offload, whose memory the planner adjusts)."""
+    from .common import longest_context
+
+    if plan.pipeline_parallel > 1 or any(f.flag == "--cpu-offload-gb" for f in plan.flags):
+        return None
+    fmt = next((f for f in inp.table.formats if f.name == plan.quant), None) or inp.fmt
+    paged = plan.engine in ("vllm", "sglang")
+    hw = Hardware(**{**inp.hw.__dict__, "devices": inp.hw.devices[:plan.tensor_parallel]}) if paged else None
+    return longest_context(inp, fmt, plan.settings, step=16 if paged else 256, hw=hw)
 
 
 def plan_speed(inp: LaunchInput, plan: LaunchPlan):

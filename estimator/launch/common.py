@@ -154,23 +154,71 @@ def model_max_context(spec: ModelSpec) -> int | None:
     return spec.max_context if spec.max_context and spec.max_context > 1 else None
 
 
+def longest_context(inp: LaunchInput, fmt: QuantFormat, st: RunSettings, *, step: int,
+                    hw: Hardware | None = None) -> int:
+    """The longest context (the model's maximum, else a multiple of `step`) at which this placement
+    still fits: every plan states it, and `--ctx max` serves it."""
+    limit = max(model_max_context(inp.spec) or 1 << 20, st.context)
+
+    def fits(c: int) -> bool:
+        return size(inp, fmt, replace(st, context=c), hw).ok
+
+    if fits(limit):
+        return limit
+    return largest_fitting(st.context, limit, fits, step=step) or st.context
+
+
+YARN_ENGINES = ("llama.cpp", "vllm", "sglang")  # the engines whose command line can switch YaRN on
+
+
 def cap_context(inp: LaunchInput, st: RunSettings, engine: str) -> tuple[RunSettings, str | None]:
     """Settings with the context cut to the model's maximum, and the reason, when more was asked.
 
     vLLM and SGLang refuse a --max-model-len / --context-length above the derived maximum
     (vllm/config ModelConfig: "User-specified max_model_len ... is greater than the derived
     max_model_len"); llama.cpp runs past n_ctx_train but warns that the model was not trained for it.
+    A YaRN scaling the model documents (spec.yarn) extends the maximum for the engines that can
+    switch it on from the command line (`rope_flags`).
     """
     limit = model_max_context(inp.spec)
+    yarn = inp.spec.yarn
+    if yarn is not None and engine in YARN_ENGINES:
+        limit = max(limit or 0, yarn.max_context)
     if limit is None or st.context <= limit:
         return st, None
     why = {"vllm": "vLLM refuses a longer --max-model-len", "sglang": "SGLang refuses a longer --context-length",
            "llama.cpp": "llama.cpp would run past the trained context (its own warning) and quality breaks down",
            "ollama": "Ollama's runner would run past the trained context and quality breaks down",
            "mlx": "past it the model was not trained"}.get(engine, "past it the model was not trained")
-    return (replace(st, context=limit),
-            f"capped at {limit:,} tokens, the model's maximum context (max_position_embeddings); "
-            f"{st.context:,} was asked and {why}")
+    what = "with YaRN, the longest the model documents" if yarn is not None and engine in YARN_ENGINES else \
+        "the model's maximum context (max_position_embeddings)"
+    if yarn is not None and engine not in YARN_ENGINES:
+        why += f"; {engine} has no command-line switch for the YaRN the model documents (llama.cpp, vLLM, SGLang do)"
+    return (replace(st, context=limit), f"capped at {limit:,} tokens, {what}; {st.context:,} was asked and {why}")
+
+
+def rope_flags(inp: LaunchInput, st: RunSettings, engine: str) -> tuple[list[Flag], dict[str, str]]:
+    """The flags that switch on the model's documented YaRN, when the context goes past the trained
+    window: llama.cpp common/arg.cpp (--rope-scaling yarn, --rope-scale, --yarn-orig-ctx); vLLM
+    --hf-overrides of rope_scaling (its derived max_model_len is then original x factor,
+    vllm/config _get_and_verify_max_len); SGLang --json-model-override-args, the same override."""
+    yarn, native = inp.spec.yarn, model_max_context(inp.spec)
+    if yarn is None or engine not in YARN_ENGINES or native is None or st.context <= native:
+        return [], {}
+    why = (f"{ctx_text(st.context)} is past the trained {ctx_text(native)}: YaRN x{yarn.factor:g} over the original "
+           f"{ctx_text(yarn.original_context)} ({yarn.source}); static YaRN slightly lowers quality on short prompts")
+    scaling = {"rope_type": "yarn", "factor": yarn.factor, "original_max_position_embeddings": yarn.original_context}
+    if engine == "llama.cpp":
+        return [Flag(flag="--rope-scaling", value="yarn", reason=why),
+                Flag(flag="--rope-scale", value=f"{yarn.factor:g}", reason="the YaRN factor"),
+                Flag(flag="--yarn-orig-ctx", value=str(yarn.original_context), reason="the trained window YaRN scales")], {}
+    import json
+
+    override = json.dumps({"rope_scaling": scaling}, separators=(",", ":"))
+    if engine == "vllm":
+        return [Flag(flag="--hf-overrides", value=override, reason=why)], {}
+    return ([Flag(flag="--json-model-override-args", value=override, reason=why)],
+            {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"})
 
 
 def unified(hw: Hardware) -> bool:

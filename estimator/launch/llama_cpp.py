@@ -16,7 +16,7 @@ import math
 from ..memory import MemoryBreakdown, balanced_split
 from ..quant import WeightBytes
 from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, can_offload, cap_context, ctx_text,
-                     device_fits, engine_format, gib, largest_fitting, model_max_context, plan_from, render, size,
+                     device_fits, engine_format, gib, rope_flags, largest_fitting, longest_context, model_max_context, plan_from, render, size,
                      smallest_fitting, unified)
 
 PAD = 256  # llama.cpp pads the context to 256 cells
@@ -195,18 +195,6 @@ def _shorter_context(inp, fmt, base, kvs, w, reasons, notes) -> tuple | None:
     return found
 
 
-def longest_context(inp: LaunchInput, fmt, st) -> int:
-    """The longest context (the model's maximum, else a multiple of 256) at which this placement fits."""
-    limit = max(model_max_context(inp.spec) or 1 << 20, st.context)
-
-    def fits(c: int) -> bool:
-        return size(inp, fmt, replace(st, context=c)).ok
-
-    if fits(limit):
-        return limit
-    return largest_fitting(st.context, limit, fits, step=PAD) or st.context
-
-
 def model_args(inp: LaunchInput, fmt) -> tuple[list[Flag], list[str]]:
     if inp.gguf_path:
         return [Flag(flag="-m", value=inp.gguf_path, reason="the local GGUF file that was sized")], []
@@ -245,6 +233,7 @@ def _build(inp, fmt, st, sized, reasons, notes, w) -> LaunchPlan:
         nodes = math.ceil(len(hw.devices) / inp.gpus_per_node)
     else:
         flags.append(Flag(flag="-ngl", value="0", reason="no GPU: every layer runs on the CPU"))
+    flags += rope_flags(inp, st, "llama.cpp")[0]
     flags.append(Flag(flag="-fa", value="on", reason=(
         "flash attention: needed for a quantized V cache, and keeps the compute buffer from growing with the context"
         if st.kv_cache_dtype in ("q8_0", "q4_0") else
@@ -271,7 +260,7 @@ def _build(inp, fmt, st, sized, reasons, notes, w) -> LaunchPlan:
     return plan_from("llama.cpp", inp, sized, st, fmt, command=command, flags=flags, setup=setup, notes=notes,
                      gpu_layers=gl, cpu_moe_layers=cpu_moe, nodes=nodes,
                      tensor_split=list(st.tensor_split) if st.tensor_split else None,
-                     max_context=longest_context(inp, fmt, st) if sized.ok else None)
+                     max_context=longest_context(inp, fmt, st, step=PAD) if sized.ok else None)
 
 
 def _ram_advice(inp: LaunchInput, sized: Sized) -> list[Flag]:

@@ -17,7 +17,7 @@ from ..hardware import Hardware
 from ..memory import MemoryBreakdown
 from ..spec import ModelSpec
 from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, can_offload, cap_context, ctx_text,
-                     engine_format,
+                     engine_format, rope_flags,
                      gib, largest_fitting, plan_from, rejudge, render, size, smallest_fitting)
 
 BLOCK = 16  # vLLM's default KV block on CUDA
@@ -261,6 +261,8 @@ def _build(inp, engine, fmt, st, sized, tp, pp, nodes, offload, reasons, notes) 
                                  "instead of slicing every expert across ranks"))
     if offload:
         flags.append(Flag(flag="--cpu-offload-gb", value=str(offload), reason=reasons["offload"]))
+    yarn, env = rope_flags(inp, st, engine)
+    flags += yarn
     model = inp.model_ref
     setup: list[str] = []
     if engine == "vllm":
@@ -275,8 +277,8 @@ def _build(inp, engine, fmt, st, sized, tp, pp, nodes, offload, reasons, notes) 
                       Flag(flag="--node-rank", value="0", reason="this command is node 0; run it on node i with --node-rank i"),
                       Flag(flag="--dist-init-addr", value="node0:50000",
                            reason="rendezvous address of node 0 (replace node0 with its address)")]
-        command = render(["python", "-m", "sglang.launch_server", "--model-path", model], flags)
-    return plan_from(engine, inp, sized, st, fmt, command=command, flags=flags, setup=setup, notes=notes,
+        command = render(["python", "-m", "sglang.launch_server", "--model-path", model], flags, env)
+    return plan_from(engine, inp, sized, st, fmt, command=command, flags=flags, setup=setup, notes=notes, env=env,
                      gpu_layers=None, tensor_parallel=tp, pipeline_parallel=pp, nodes=nodes)
 
 

@@ -163,3 +163,33 @@ def test_the_fastest_fitting_offload_is_chosen():
         if s.ok:
             assert chosen.fits
             assert estimate_speed(inp.spec, w, st_, inp.hw, s.mem).decode_tps <= chosen.speed.decode_tps
+
+
+def test_yarn_documented_by_the_model_card_extends_the_context_with_each_engines_flags():
+    code, o = run_json("plan", "qwen3-8b", "--gpu", "H100 SXM", "--ctx", "128k")
+    llama = o["launch"]["llama.cpp"]
+    assert llama["context"] == 131072 and "--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 32768" in llama["command"]
+    vllm = o["launch"]["vllm"]
+    assert vllm["context"] == 131072 and '"rope_type":"yarn"' in vllm["command"] and "--hf-overrides" in vllm["command"]
+    assert "--json-model-override-args" in o["launch"]["sglang"]["command"]
+    # Ollama cannot switch YaRN on from its environment: it stays at the trained window, and says why
+    ollama = o["launch"]["ollama"]
+    assert ollama["context"] == 40960 and any("YaRN" in n for n in ollama["notes"])
+    # inside the trained window no YaRN flag is printed
+    code, o = run_json("plan", "qwen3-8b", "--gpu", "H100 SXM", "--ctx", "32k")
+    assert "--rope-scaling" not in o["launch"]["llama.cpp"]["command"]
+    # past YaRN's own window the context is capped there
+    code, o = run_json("plan", "qwen3-8b", "--gpu", "H100 SXM", "--ctx", "256k")
+    assert o["launch"]["llama.cpp"]["context"] == 131072
+
+
+def test_yarn_from_a_config_that_leaves_the_window_unextended():
+    from fitprobe.estimator.config import spec_from_config
+    from fitprobe.catalogs.models import find_model
+
+    cfg = dict(find_model("qwen3-8b").config)
+    cfg["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    assert spec_from_config(cfg, name="q").yarn.max_context == 131072
+    # DeepSeek's config already has the extended window as max_position_embeddings: nothing to add
+    ds = spec_from_config(find_model("deepseek-v3").config, name="d")
+    assert ds.yarn is None and ds.max_context == 163840
