@@ -14,7 +14,7 @@ def make_input(model: str, gpu: str, count: int = 1, *, quant: str | None = None
                kv: str | None = None, engine: str | None = None, ram_gib: float | None = 64):
     r = resolve(model)
     hw = catalog_hardware(gpu, count, usable_fraction=0.95, ram_bytes=int(ram_gib * GIB) if ram_gib else None)
-    fmt = pick_format(r, quant, hw)
+    fmt = pick_format(r, quant, engine, hw)
     eng = engine or default_engine(fmt, hw)
     st = RunSettings(quant=fmt.name, context=ctx, batch=batch, engine=eng,
                      kv_cache_dtype=kv or ("auto" if eng in ("vllm", "sglang") else "f16"))
