@@ -19,7 +19,7 @@ from ..quant import QuantFormat, QuantTable
 from ..settings import RunSettings
 from ..spec import ModelSpec
 from ..speed import Speed
-from ..verdict import Status, Verdict, judge
+from ..verdict import Status, Verdict, band_bytes, judge
 
 GIB, MIB = 1 << 30, 1 << 20
 # A multi-node split is assumed at 8 accelerators per node (the largest NVLink/HGX board).
@@ -112,10 +112,16 @@ def size(inp: LaunchInput, fmt: QuantFormat, st: RunSettings, hw: Hardware | Non
     return Sized(mem, verdict)
 
 
-def device_fits(sized: Sized) -> bool:
+def device_fits(sized: Sized, band: float | None = None) -> bool:
     """Every device within its usable memory (the host side is judged separately): the test that is
-    monotone in how much is offloaded, unlike the whole verdict, which RAM can also fail."""
-    return all(d.total_bytes <= d.usable_bytes for d in sized.mem.per_device)
+    monotone in how much is offloaded, unlike the whole verdict, which RAM can also fail. With the
+    error `band`, each device must also keep its own error band free (a 'fits', not a 'tight')."""
+    for d in sized.mem.per_device:
+        spare = d.usable_bytes - d.total_bytes
+        if spare < 0 or band is not None and spare < band_bytes(band, d.total_bytes, d.weights_bytes,
+                                                               d.kv_cache_bytes, d.buffers_bytes):
+            return False
+    return True
 
 
 def rejudge(inp: LaunchInput, mem: MemoryBreakdown, hw: Hardware | None = None) -> Verdict:

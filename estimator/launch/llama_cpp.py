@@ -125,27 +125,15 @@ def _place(inp: LaunchInput, fmt, st, kvs, w, reasons) -> tuple | None:
 
 def _offload(inp: LaunchInput, fmt, base, w, reasons) -> tuple | None:
     """Expert offload (--n-cpu-moe) and plain partial offload (-ngl), each searched for the most that
-    stays on the GPUs, then judged with system RAM; the faster of those that fit is kept."""
-    n = inp.spec.n_layers
-    options = []
-
-    def placed(st):
-        st = _with_split(inp, fmt, st, w)
-        return st, size(inp, fmt, st)
-
-    if inp.spec.moe and any(w.experts_per_layer):
-        k = smallest_fitting(1, n, lambda x: device_fits(placed(replace(base, cpu_moe_layers=x))[1]))
-        if k is not None:
-            st, sized = placed(replace(base, cpu_moe_layers=k))
-            if sized.ok:
-                options.append(("moe", k, st, sized))
-    g = largest_fitting(0, n, lambda x: device_fits(placed(replace(base, gpu_layers=x))[1]))
-    if g is not None:
-        st, sized = placed(replace(base, gpu_layers=g))
-        if sized.ok:
-            options.append(("ngl", g, st, sized))
-    if not options:
+    stays on the GPUs, then judged with system RAM; the faster of those that fit is kept. A placement
+    that keeps each GPU's error band free ('fits') is preferred to one inside it ('tight')."""
+    for band in (inp.sizer.error_band, None):
+        options = _offload_options(inp, fmt, base, w, band)
+        if options:
+            break
+    else:
         return None
+    n = inp.spec.n_layers
     rated = sorted(((_decode_rate(inp, fmt, st, sized, w), kind, value, st, sized)
                     for kind, value, st, sized in options), key=lambda o: -o[0][0])
     (rate, rate_text), kind, value, st, sized = rated[0]
@@ -159,6 +147,29 @@ def _offload(inp: LaunchInput, fmt, base, w, reasons) -> tuple | None:
         reasons["ngl"] = (f"the model does not fit on the GPUs: {max(0, value - 1)} of {n} blocks"
                           f"{' + output layer' if value >= 1 else ''} fit; the rest run from RAM: {rate_text}{vs}")
     return st, sized
+
+
+def _offload_options(inp: LaunchInput, fmt, base, w, band) -> list[tuple]:
+    """The fitting offload placements whose GPUs pass `device_fits(band)`: (kind, value, settings, sized)."""
+    n = inp.spec.n_layers
+    options = []
+
+    def placed(st):
+        st = _with_split(inp, fmt, st, w)
+        return st, size(inp, fmt, st)
+
+    if inp.spec.moe and any(w.experts_per_layer):
+        k = smallest_fitting(1, n, lambda x: device_fits(placed(replace(base, cpu_moe_layers=x))[1], band))
+        if k is not None:
+            st, sized = placed(replace(base, cpu_moe_layers=k))
+            if sized.ok:
+                options.append(("moe", k, st, sized))
+    g = largest_fitting(0, n, lambda x: device_fits(placed(replace(base, gpu_layers=x))[1], band))
+    if g is not None:
+        st, sized = placed(replace(base, gpu_layers=g))
+        if sized.ok:
+            options.append(("ngl", g, st, sized))
+    return options
 
 
 def _decode_rate(inp: LaunchInput, fmt, st, sized, w) -> tuple[float, str]:
