@@ -208,3 +208,15 @@ def add_now_verdict(sized, min_margin: int) -> None:
                   known_weights=inp.sizer.known)
     _, verdict, _ = sizer.size(fmt, plan.settings, now=True)
     sized.output.verdict_now = verdict_info(verdict)
+    if verdict.status == "exceeds":
+        sized.output.recommended_now = plan_right_now(inp)
+
+
+def plan_right_now(inp):
+    """The deployment that fits the memory free right now (busy GPUs, used RAM), or None."""
+    from fitprobe.app import deployment
+    from fitprobe.estimator.launch import LaunchInput, plan_all
+
+    now = LaunchInput(**{**inp.__dict__, "now": True})
+    alt = plan_all(now, [inp.settings.engine])[inp.settings.engine]
+    return deployment(alt, now) if alt.fits else None

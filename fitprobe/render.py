@@ -71,10 +71,17 @@ def render_plan(o: PlanOutput, *, full: bool = False) -> str:
     lines += wrap(_settings_text(r.quant, r.context, r.kv_cache_dtype, r.batch, r.engine)
                   + (f"; fits up to {ctx_label(r.max_context)}" if r.max_context and r.max_context > r.context else ""))
     lines += [f"  change: {c}" for c in r.changes]
-    if o.verdict_now is not None:
-        lines += wrap(f"Right now: {STATUS[o.verdict_now.status]} — {o.verdict_now.reason}", "", "")
     if r.command:
         lines += command_lines(r.command)
+    if o.verdict_now is not None:
+        lines += wrap(f"Right now: {STATUS[o.verdict_now.status]} — {o.verdict_now.reason}", "", "")
+    n = o.recommended_now
+    if n is not None:
+        speed = f", ~{n.decode_tps:,.1f} tok/s" if n.decode_tps else ""
+        lines += wrap(f"What fits right now: {STATUS[n.status]}{speed} — "
+                      + ("; ".join(n.changes) or _settings_text(n.quant, n.context, n.kv_cache_dtype, n.batch, n.engine)),
+                      "", "")
+        lines += command_lines(n.command)
     lines += [""] + _memory_table(o)
     if o.speed is not None:
         sp = o.speed

@@ -165,6 +165,9 @@ class PlanOutput:
                                                             "recommended deployment differs from it")
     verdict_now: VerdictInfo | None = doc(
         default=None, description="check only: fit right now, against free memory (other processes counted)")
+    recommended_now: Deployment | None = doc(
+        default=None, description="check only: when the recommended command does not fit in the memory free right "
+                                  "now, the deployment that does (planned on free memory and available RAM)")
     matrix: list[MatrixRow] = doc(description="every quantization format at the context asked")
     scaling: list[ScalingRow] = doc(description="4K..128K and the model's maximum context at the quant asked")
     notes: list[str] = doc(default_factory=list, description="what was probed, assumed or approximated")

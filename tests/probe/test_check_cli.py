@@ -37,3 +37,16 @@ def test_memory_used_by_other_processes_decides_right_now(monkeypatch):
     assert data["verdict"]["status"] == "fits"  # the idle card would hold it
     assert data["verdict_now"]["status"] == "exceeds"  # but not with 130 GB taken
     assert code == 1  # a gate cares about now
+
+
+def test_a_busy_gpu_gets_the_deployment_that_fits_right_now(monkeypatch):
+    busy = {**H200, "memory": {**H200["memory"], "used": 130_000 * MiB, "free": 13_158 * MiB}}
+    code, out = run_check(monkeypatch, busy, "qwen3-30b-a3b", "--ram-gib", "256")
+    data = json.loads(out)
+    assert data["verdict_now"]["status"] == "exceeds"
+    now = data["recommended_now"]
+    assert now is not None and now["status"] != "exceeds"
+    assert now["cpu_moe_layers"] > 0 or now["gpu_layers"] < data["model"]["n_layers"] + 1  # offload into free room
+    assert now["command"] != data["recommended"]["command"]
+    code, text = run_check(monkeypatch, {**H200}, "qwen3-30b-a3b")
+    assert json.loads(text)["recommended_now"] is None  # an idle card needs no second plan
