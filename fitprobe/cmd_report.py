@@ -131,10 +131,9 @@ def _num(x: float | None, fmt: str = "{:,.1f}") -> str:
 
 def render_text(o) -> str:
     """The plan page followed by the report sections."""
-    from fitprobe.estimator.launch.text import render_launch
     from fitprobe.render import render_plan
 
-    lines = [render_plan(o) + render_launch(o)]
+    lines = [render_plan(o, full=True)]
     sp = o.speed
     lines += ["", "Speed"]
     if sp:
