@@ -193,3 +193,10 @@ def test_yarn_from_a_config_that_leaves_the_window_unextended():
     # DeepSeek's config already has the extended window as max_position_embeddings: nothing to add
     ds = spec_from_config(find_model("deepseek-v3").config, name="d")
     assert ds.yarn is None and ds.max_context == 163840
+
+
+def test_the_issues_ram_sweep_gives_one_kind_of_plan():
+    # gpt-oss-120b on 2x RTX 4090 used to flip between "3x RTX 4090", --n-cpu-moe 23 and -ngl 28 as RAM went 48->62->64
+    plans = [_plan_status("gpt-oss-120b", "RTX 4090", 2, 8192, ram) for ram in (48, 62, 64)]
+    assert all(p.fits for p in plans)
+    assert len({(p.cpu_moe_layers, p.gpu_layers, tuple(p.tensor_split)) for p in plans}) == 1
