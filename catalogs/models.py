@@ -7,6 +7,7 @@ from pathlib import Path
 
 from fitprobe.catalogs.validated import CatalogValidationError, load_json_file
 from fitprobe.estimator.fields import doc, record
+from fitprobe.estimator.launch.refs import ModelRefs
 
 MODELS_DIR = Path(__file__).parent / "data" / "models"
 
@@ -31,6 +32,9 @@ class ModelEntry:
     config_source: str
     gguf_repo: str | None = None
     ollama: str | None = None
+    refs: ModelRefs | None = doc(default=None, description="download references per format, each with source and date")
+    provenance: str = doc(default="verbatim", description="verbatim config.json copy, or 'assembled' from cited dimensions")
+    field_sources: dict[str, str] = doc(default_factory=dict, description="assembled entries: config key -> source")
     notes: str = ""
     long_context: dict | None = doc(
         default=None, description="YaRN the model card documents but config.json leaves off: "

@@ -5,7 +5,7 @@ from fitprobe.estimator.fields import doc, record, replace
 
 from .hardware import Hardware
 from .memory import MemoryBreakdown, estimate
-from .quant import QuantFormat, QuantTable, WeightBytes, weight_bytes
+from .quant import QuantFormat, QuantTable, WeightBytes, is_approximate, weight_bytes
 from .settings import RunSettings
 from .spec import ModelSpec
 from .verdict import Status, Verdict, judge
@@ -53,6 +53,8 @@ def row_engine(fmt: QuantFormat, engine: str) -> str:
     (llama.cpp / Ollama / MLX do not read FP8, AWQ, GPTQ, NF4 or NVFP4 checkpoints: vLLM does)."""
     if fmt.kind == "checkpoint" and engine in ("llama.cpp", "ollama", "mlx"):
         return "vllm"
+    if fmt.kind == "mlx":
+        return "mlx"
     return engine
 
 
@@ -79,7 +81,7 @@ class Sizer:
     def weights(self, fmt: QuantFormat) -> tuple[WeightBytes, str]:
         if fmt.name not in self._weights:
             self._weights[fmt.name] = self.known.get(fmt.name) or (
-                weight_bytes(self.spec, fmt, self.table), "approximate formula" if fmt.approximate else "formula")
+                weight_bytes(self.spec, fmt, self.table), "approximate formula" if is_approximate(fmt, self.spec) else "formula")
         return self._weights[fmt.name]
 
     def size(self, fmt: QuantFormat, st: RunSettings, *, now: bool = False) -> tuple[MemoryBreakdown, Verdict, str]:

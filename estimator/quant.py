@@ -7,6 +7,7 @@ the linear layers and keep embeddings, output head, norms and routers in 16 bit.
 """
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Literal, NamedTuple
 
@@ -26,9 +27,19 @@ class GgmlType:
 
 
 @record
+class TensorRule:
+    """One `llama-quantize --tensor-type` override of a published recipe: the first rule whose
+    regex matches a quantizable tensor's GGUF name gives its type."""
+
+    match: str
+    type: str
+    first_eighth_type: str | None = doc(default=None, description="type in layers i < n_layer/8 instead")
+
+
+@record
 class QuantFormat:
     name: str
-    kind: Literal["native", "gguf", "checkpoint"]
+    kind: Literal["native", "gguf", "checkpoint", "mlx"]
     label: str
     source: str
     ftype: str | None = None
@@ -38,6 +49,9 @@ class QuantFormat:
     keep_16bit: list[str] = doc(default_factory=list)
     aliases: list[str] = doc(default_factory=list)
     approximate: bool = False
+    recipes: dict[str, list[TensorRule]] = doc(
+        default_factory=dict, description="per-tensor overrides on top of ftype's mix, per recipe_family()")
+    group_size: int | None = doc(default=None, gt=0, description="MLX: weights per scale+bias group")
 
 
 @record
@@ -55,20 +69,30 @@ class QuantTable:
         return None
 
 
-# Fallback chain when a row length does not divide the chosen type's block (tensor_type_fallback).
+# llama.cpp src/llama-quant.cpp at 007dbbf3fd17eefe9b47fee45f48f7ba5e62b714, tensor_type_fallback:
+# a row that does not divide the chosen type's block gets this type instead.
 _FALLBACK = {
     "IQ1_S": "IQ4_NL", "IQ1_M": "IQ4_NL", "IQ2_XXS": "IQ4_NL", "IQ2_XS": "IQ4_NL", "IQ2_S": "IQ4_NL",
-    "IQ3_XXS": "IQ4_NL", "IQ3_S": "IQ4_NL", "IQ4_XS": "IQ4_NL",
-    "Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0",
+    "IQ3_XXS": "IQ4_NL", "IQ3_S": "IQ4_NL", "IQ4_XS": "IQ4_NL", "Q2_K": "Q4_0", "Q3_K": "Q4_0",
+    "TQ1_0": "Q4_0", "TQ2_0": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0",
 }
-# llama_ftype_get_default_type
+# llama_ftype_get_default_type (same file): what every quantizable tensor gets unless a rule says otherwise
 _DEFAULT = {
     "Q8_0": "Q8_0", "Q6_K": "Q6_K", "Q5_K_M": "Q5_K", "Q5_K_S": "Q5_K", "Q4_K_M": "Q4_K", "Q4_K_S": "Q4_K",
-    "Q4_0": "Q4_0", "IQ4_XS": "IQ4_XS", "IQ4_NL": "IQ4_NL", "Q3_K_M": "Q3_K", "Q3_K_S": "Q3_K", "Q2_K": "Q2_K",
-    "IQ3_XXS": "IQ3_XXS", "IQ2_XS": "IQ2_XS", "IQ2_XXS": "IQ2_XXS", "IQ1_M": "IQ1_M", "MXFP4_MOE": "MXFP4",
-    "F16": "F16", "BF16": "BF16",
+    "Q5_1": "Q5_1", "Q5_0": "Q5_0", "Q4_1": "Q4_1", "Q4_0": "Q4_0", "IQ4_XS": "IQ4_XS", "IQ4_NL": "IQ4_NL",
+    "Q3_K_L": "Q3_K", "Q3_K_M": "Q3_K", "Q3_K_S": "Q3_K", "IQ3_M": "IQ3_S", "IQ3_S": "IQ3_S", "IQ3_XS": "IQ3_S",
+    "Q2_K": "Q2_K", "IQ3_XXS": "IQ3_XXS", "IQ2_M": "IQ2_S", "IQ2_S": "IQ2_XS", "IQ2_XS": "IQ2_XS",
+    "IQ2_XXS": "IQ2_XXS", "IQ1_M": "IQ1_M", "IQ1_S": "IQ1_S", "TQ2_0": "TQ2_0", "TQ1_0": "TQ1_0",
+    "MXFP4_MOE": "MXFP4", "F16": "F16", "BF16": "BF16",
 }
-_IQ12 = {"IQ2_XXS", "IQ2_XS", "IQ1_M"}
+# the 1-2-bit i-quant files share one branch of llama_tensor_get_type_impl
+_IQ12 = {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M"}
+_IQ2SM = {"IQ2_S", "IQ2_M"}
+# their output.weight (and IQ3_XXS's) becomes Q5_K; every other file's becomes Q6_K
+_OUTPUT_Q5K = _IQ12 | {"IQ3_XXS"}
+# attn_output of 8-expert models (Mixtral) becomes Q5_K in these files
+_ATTN_OUT_8X_Q5K = {"Q2_K", "IQ3_XS", "IQ3_XXS", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M", "IQ3_S",
+                    "IQ3_M", "IQ4_XS"}
 # llama.cpp's converter writes GLM's nextn (MTP) layers into the GGUF and its loader skips them
 # (src/models: "NextN/MTP tensors (preserved but unused)", created with TENSOR_SKIP, which
 # llama_model_loader::create_tensor drops from size_data): in the file, not in memory. DeepSeek and
@@ -105,7 +129,8 @@ def _is_v(name: str) -> bool:
 
 
 def gguf_tensor_type(ftype: str, t: Tensor, st: _MixState) -> str:
-    """The ggml type llama.cpp's quantizer gives tensor t in a file of type ftype."""
+    """The ggml type llama.cpp's quantizer gives tensor t in a file of type ftype
+    (llama_tensor_get_type_impl; the Falcon-only branches are left out)."""
     base = _DEFAULT[ftype]
     name, i, n = t.name, t.layer if t.layer is not None else 0, st.n_layer
     if ftype == "MXFP4_MOE":
@@ -113,23 +138,29 @@ def gguf_tensor_type(ftype: str, t: Tensor, st: _MixState) -> str:
     elif name == "output.weight" or (not st.has_output and name == "token_embd.weight"):
         if t.shape[0] % 256:
             new = "Q8_0"
-        elif ftype in _IQ12 or ftype == "IQ3_XXS":
+        elif ftype in _OUTPUT_Q5K:
             new = "Q5_K"
         else:
             new = base if base == "Q8_0" else "Q6_K"
     elif name == "token_embd.weight":
-        new = "Q2_K" if ftype in _IQ12 else "IQ3_S" if ftype == "IQ3_XXS" else base
+        new = {"IQ2_XXS": "Q2_K", "IQ2_XS": "Q2_K", "IQ1_S": "Q2_K", "IQ1_M": "Q2_K", "IQ2_S": "IQ3_S",
+               "IQ2_M": "IQ3_S", "IQ3_XXS": "IQ3_S", "TQ1_0": "Q4_K", "TQ2_0": "Q4_K"}.get(ftype, base)
     elif ftype in _IQ12:
         new = base
         if _is_v(name):
-            new = "Q4_K" if st.gqa >= 4 or st.n_expert >= 4 else "Q2_K"
+            new = "Q4_K" if st.gqa >= 4 or st.n_expert >= 4 else "IQ3_S" if ftype in _IQ2SM else "Q2_K"
             st.i_attn_v += 1
         elif name.endswith("attn_k.weight") and st.n_expert == 8:
             new = "Q4_K"
         elif "ffn_down" in name and i < n // 8:
-            new = "Q2_K"
-        elif name.endswith("attn_output.weight") and ftype == "IQ1_M":
-            new = "IQ2_XXS"
+            new = "IQ3_S" if ftype in _IQ2SM else "Q2_K"
+        elif name.endswith("attn_output.weight"):
+            if st.n_expert == 8:
+                new = "Q5_K"
+            elif ftype in ("IQ1_S", "IQ1_M"):
+                new = "IQ2_XXS"
+            elif ftype in _IQ2SM:
+                new = "IQ3_S"
     else:
         new = _kquant_type(ftype, base, t, st)
     return _fit_block(new, t.shape[0])
@@ -142,10 +173,16 @@ def _kquant_type(ftype: str, new: str, t: Tensor, st: _MixState) -> str:
         st.i_attn_v += 1
         if ftype == "Q2_K":
             new = "Q4_K" if st.gqa >= 4 else "Q3_K"
-        elif ftype == "Q3_K_M":
-            new = "Q5_K" if j < 2 else "Q4_K"
         elif ftype == "IQ3_XXS":
             new = "Q4_K" if st.gqa >= 4 else ("IQ3_XXS" if st.imatrix else "IQ3_S")
+        elif ftype in ("IQ3_XS", "IQ3_S") and st.gqa >= 4:
+            new = "Q4_K"
+        elif ftype == "IQ3_M":
+            new = "Q4_K"
+        elif ftype == "Q3_K_M":
+            new = "Q5_K" if j < 2 else "Q4_K"
+        elif ftype == "Q3_K_L":
+            new = "Q5_K"
         elif ftype in ("IQ4_NL", "IQ4_XS") and st.gqa >= 4:
             new = "Q5_K"
         elif ftype in ("Q4_K_M", "Q5_K_M") and _more_bits(j, nv):
@@ -159,38 +196,42 @@ def _kquant_type(ftype: str, new: str, t: Tensor, st: _MixState) -> str:
     elif name.endswith("attn_k.weight"):
         if st.n_expert == 8:
             new = "Q8_0"
-        elif ftype == "IQ3_XXS":
-            new = "IQ2_S"
-    elif name.endswith("attn_q.weight") and ftype == "IQ3_XXS":
-        new = "IQ2_S"
+        else:
+            new = {"IQ3_XS": "IQ3_XXS", "IQ3_XXS": "IQ2_S"}.get(ftype, new)
+    elif name.endswith("attn_q.weight"):
+        new = {"IQ3_XS": "IQ3_XXS", "IQ3_XXS": "IQ2_S"}.get(ftype, new)
     elif "ffn_down" in name:
         if ftype == "Q2_K":
             new = "Q3_K"
-        elif ftype == "Q3_K_M":
-            new = "Q5_K" if i < n // 16 else "Q4_K"
         elif ftype == "IQ3_XXS" and not st.imatrix:
             new = "Q4_K" if i < n // 8 else "Q3_K"
+        elif ftype == "Q3_K_M":
+            new = "Q5_K" if i < n // 16 else "Q4_K"
+        elif ftype == "IQ3_M" and (i < n // 8 or (st.n_expert == 8 and _more_bits(i, n))):
+            new = "Q4_K"
+        elif ftype == "Q3_K_L":
+            new = "Q5_K"
         elif ftype in ("Q4_K_M", "Q5_K_M") and _more_bits(i, n):
             new = "Q6_K"
-        elif ftype == "Q4_K_S" and i < n // 8:
-            new = "Q5_K"
         elif ftype in ("IQ4_NL", "IQ4_XS") and i < n // 8 and not st.imatrix:
             new = "Q5_K"
-        elif ftype == "Q4_0" and st.imatrix and i < n // 8:
-            new = "Q4_1"
+        elif ftype == "Q4_K_S" and i < n // 8:
+            new = "Q5_K"
+        elif ftype in ("Q4_0", "Q5_0") and st.imatrix and i < n // 8:
+            new = "Q4_1" if ftype == "Q4_0" else "Q5_1"
     elif name.endswith("attn_output.weight"):
         if st.n_expert == 8:
-            if ftype in ("Q2_K", "Q3_K_S", "Q3_K_M", "IQ3_XXS", "IQ4_NL", "IQ4_XS", "Q4_K_S", "Q4_K_M"):
-                new = "Q5_K"
-        elif ftype == "Q2_K":
-            new = "Q3_K"
-        elif ftype == "IQ3_XXS":
-            new = "IQ3_S"
-        elif ftype == "Q3_K_M":
-            new = "Q4_K"
+            new = "Q5_K" if ftype in _ATTN_OUT_8X_Q5K else new
+        else:
+            new = {"Q2_K": "Q3_K", "IQ3_XXS": "IQ3_S", "Q3_K_M": "Q4_K", "Q3_K_L": "Q5_K",
+                   "IQ3_M": "Q4_K"}.get(ftype, new)
     elif name.endswith("attn_qkv.weight"):
         st.i_attn_v += 1
-        new = {"Q3_K_M": "Q4_K", "Q4_K_M": "Q5_K", "Q5_K_M": "Q6_K"}.get(ftype, new)
+        new = {"Q3_K_M": "Q4_K", "Q3_K_L": "Q4_K", "IQ3_M": "Q4_K", "Q4_K_M": "Q5_K",
+               "Q5_K_M": "Q6_K"}.get(ftype, new)
+    elif ("ffn_gate" in name or "ffn_up" in name) and "ffn_gate_inp" not in name:
+        if ftype == "IQ3_XS" and n // 8 <= i < 7 * n // 8:
+            new = "IQ3_XXS"
     return new
 
 
@@ -234,12 +275,39 @@ def tensor_types(spec: ModelSpec, fmt: QuantFormat, *, imatrix: bool | None = No
     return {t.name: _file_type(t, spec, fmt, st) for t in tensors}
 
 
+def recipe_family(spec: ModelSpec) -> str:
+    """Which of a format's per-family recipes applies: latent-attention MoE (DeepSeek, Kimi K2),
+    other MoE, or dense."""
+    if spec.moe is not None:
+        return "mla_moe" if spec.mla is not None else "moe"
+    return "dense"
+
+
+def is_approximate(fmt: QuantFormat, spec: ModelSpec) -> bool:
+    """An approximate format sized without a published recipe for this model's family."""
+    return fmt.approximate and not _recipe(fmt, spec)
+
+
+def _recipe(fmt: QuantFormat, spec: ModelSpec) -> list[TensorRule] | None:
+    return fmt.recipes.get(recipe_family(spec)) if fmt.recipes else None
+
+
+def _recipe_type(rules: list[TensorRule], t: Tensor, n_layer: int) -> str | None:
+    for rule in rules:
+        if re.search(rule.match, t.name):
+            first = rule.first_eighth_type and t.layer is not None and t.layer < n_layer // 8
+            return _fit_block(rule.first_eighth_type if first else rule.type, t.shape[0])
+    return None
+
+
 def _file_type(t: Tensor, spec: ModelSpec, fmt: QuantFormat, st: _MixState) -> str:
     """The type a tensor has in a GGUF file of this format."""
     if spec.prequant is not None and spec.prequant.method == "mxfp4" and t.expert and t.quantizable:
         return "MXFP4"  # gpt-oss: the converter writes MXFP4 experts and quantize keeps them
     if t.quantizable:
-        return gguf_tensor_type(fmt.ftype or "", t, st)
+        rules = _recipe(fmt, spec)
+        # a manual override skips llama_tensor_get_type_impl (and its attn_v counter) altogether
+        return (rules and _recipe_type(rules, t, spec.n_layers)) or gguf_tensor_type(fmt.ftype or "", t, st)
     return _source_type(t, spec)
 
 
@@ -333,7 +401,9 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
         return blocks[key][0], blocks[key][1]
 
     for i in range(n):
-        static_b, static_e = block(prep.static_ids[i], prep.static[i])
+        # IQ3_XS files give ffn_gate/ffn_up IQ3_XXS in the middle three quarters of the layers;
+        # recipes may give the first eighth other types
+        static_b, static_e = block((prep.static_ids[i], i < n // 8, n // 8 <= i < 7 * n // 8), prep.static[i])
         # attn_v / ffn_down types depend on the layer only through these predicates (see _kquant_type)
         first_v, count_v = st.i_attn_v, prep.v_counts[i]
         key = (prep.dynamic_ids[i], i < n // 16, i < n // 8, _more_bits(i, n),
@@ -376,11 +446,26 @@ def _gguf_bytes(t: Tensor, ty: GgmlType) -> int:
 MXFP4_BLOCK_BYTES = 17 / 32  # 32 E2M1 values + one E8M0 scale
 
 
+def _mlx_bytes(t: Tensor, fmt: QuantFormat) -> tuple[str, int]:
+    """mlx_lm.convert -q (mlx_lm/utils.py quantize_model, affine mode): every Linear and Embedding
+    whose input width divides the group size is quantized to `bits` with one 16-bit scale and one
+    16-bit bias per group (bits + 32/group_size bits a weight); MoE routers get 8 bits (the
+    quant_predicate of qwen3_moe.py, gpt_oss.py and others); norms and biases stay 16-bit."""
+    group = fmt.group_size or 64
+    router = "ffn_gate_inp" in t.name
+    if len(t.shape) < 2 or not (t.quantizable or router) or t.shape[0] % group:
+        return "BF16", t.n * 2
+    bits = 8 if router else int(fmt.bits or 4)
+    return f"MLX{bits}", t.n * bits // 8 + t.n // group * 4
+
+
 def _checkpoint_bytes(t: Tensor, fmt: QuantFormat, spec: ModelSpec) -> tuple[str, int]:
     mxfp4_experts = t.expert and spec.prequant is not None and spec.prequant.method == "mxfp4"
     if fmt.kind == "native":
         # gpt-oss ships MXFP4 experts; engines and llama.cpp's 16-bit conversions keep them MXFP4
         return ("MXFP4", int(t.n * MXFP4_BLOCK_BYTES)) if mxfp4_experts else ("BF16", t.n * 2)
+    if fmt.kind == "mlx":
+        return _mlx_bytes(t, fmt)
     keep = not t.quantizable or t.name in ("token_embd.weight", "output.weight")
     if fmt.name == "MXFP4" or (spec.prequant and spec.prequant.method == "mxfp4" and fmt.kind == "checkpoint"):
         keep = keep or not t.expert

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+import os
 from dataclasses import dataclass
+from datetime import date
+from functools import lru_cache
 
 from fitprobe.catalogs.gpus import match_gpus, needs_memory_size, suggest_gpus
 from fitprobe.catalogs.quants import quant_table
@@ -85,13 +87,16 @@ def require_known_ram(sized: Sized, hw: Hardware) -> None:
 def pick_format(resolved: ResolvedModel, quant: str | None, engine: str | None = None,
                 hw: Hardware | None = None) -> QuantFormat:
     """The format asked, else the model's default: a pre-quantized Hub checkpoint as it is, the
-    checkpoint itself for vLLM/SGLang and on Gaudi (what their command loads), Q4_K_M GGUF otherwise."""
+    checkpoint itself for vLLM/SGLang and on Gaudi (what their command loads), gpt-oss's native MXFP4, Q4_K_M GGUF
+    otherwise."""
     table = quant_table()
     name = quant or resolved.requested_quant
     gaudi = hw is not None and any(d.kind == "hpu" for d in hw.devices)
     if name is None and (engine in ("vllm", "sglang") or gaudi
                          or resolved.entry is None and resolved.spec.prequant is not None):
         name = "native"
+    if name is None and resolved.spec.prequant is not None and resolved.spec.prequant.method == "mxfp4":
+        name = "MXFP4"  # gpt-oss: MXFP4 experts as released, which its GGUF conversions keep
     name = name or "Q4_K_M"
     for fmt in resolved.extra_formats:
         if fmt.name.lower() == name.lower():
@@ -110,6 +115,8 @@ def default_engine(fmt: QuantFormat, hw: Hardware) -> str:
     apple = any(d.kind == "apple" for d in hw.devices)
     if any(d.kind == "hpu" for d in hw.devices):
         return "vllm"
+    if fmt.kind == "mlx":
+        return "mlx"
     if fmt.kind == "gguf":
         return "llama.cpp"
     if apple:
@@ -135,6 +142,8 @@ def check_settings(st: RunSettings, fmt: QuantFormat, hw: Hardware) -> None:
     if st.kv_cache_dtype not in allowed:
         raise UsageError(f"{st.engine} does not support KV cache type '{st.kv_cache_dtype}' "
                          f"(it takes: {', '.join(allowed)})")
+    if fmt.kind == "mlx" and st.engine != "mlx":
+        raise UsageError(f"{fmt.name} is MLX's own format: use --engine mlx, or a GGUF quant for {st.engine}")
     if fmt.kind == "checkpoint" and st.engine in ("llama.cpp", "ollama"):
         raise UsageError(f"{st.engine} cannot load {fmt.name} checkpoints; use --engine vllm or a GGUF quant")
     if st.engine in ("mlx",) and hw.devices and not all(d.kind == "apple" for d in hw.devices):
@@ -214,10 +223,26 @@ def launch_input(resolved: ResolvedModel, fmt: QuantFormat, st: RunSettings, hw:
     from fitprobe.estimator.launch import LaunchInput
 
     path = resolved.source.removeprefix("local GGUF ") if resolved.source.startswith("local GGUF ") else None
+    local = resolved.source.removeprefix("local ") if resolved.source.startswith("local ") and not path else None
     return LaunchInput(spec=resolved.spec, fmt=fmt, settings=st, hw=hw, sizer=sizer, table=quant_table(),
                        hf_id=resolved.spec.hf_id, gguf_repo=resolved.gguf_repo, gguf_path=path,
-                       ollama_name=resolved.entry.ollama if resolved.entry else None, kv_explicit=kv_explicit, now=now,
-                       longest_context=longest_context)
+                       model_path=os.path.dirname(local) if local and local.endswith(".json") else local,
+                       refs=model_refs(resolved), ollama_name=resolved.entry.ollama if resolved.entry else None,
+                       kv_explicit=kv_explicit, now=now, longest_context=longest_context)
+
+
+def model_refs(resolved: ResolvedModel):
+    """The catalog's download facts, plus the GGUF repo a Hub listing showed (its quants are real)."""
+    from fitprobe.estimator.launch.refs import GgufRepoRef, ModelRefs
+
+    refs = resolved.entry.refs if resolved.entry and resolved.entry.refs else ModelRefs()
+    if resolved.gguf_repo and resolved.source.startswith("Hugging Face"):
+        table = quant_table()
+        quants = [name for name in resolved.known_weights if (f := table.find(name)) and f.kind == "gguf"]
+        listed = GgufRepoRef(repo=resolved.gguf_repo, quants=quants, source="Hub file listing",
+                             seen=date.today().isoformat())
+        refs = ModelRefs(gguf=[listed, *refs.gguf], ollama=refs.ollama, mlx=refs.mlx, checkpoints=refs.checkpoints)
+    return refs
 
 
 def settings_info(st: RunSettings) -> schema.SettingsInfo:

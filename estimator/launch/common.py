@@ -7,6 +7,7 @@ a `LaunchPlan` whose flag values were chosen by sizing candidates with `Sizer.si
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -20,6 +21,7 @@ from ..settings import RunSettings
 from ..spec import ModelSpec
 from ..speed import Speed
 from ..verdict import Status, Verdict, band_bytes, judge
+from .refs import ModelRefs
 
 GIB, MIB = 1 << 30, 1 << 20
 # A multi-node split is assumed at 8 accelerators per node (the largest NVLink/HGX board).
@@ -79,6 +81,8 @@ class LaunchInput:
     gguf_repo: str | None = None
     gguf_path: str | None = None
     ollama_name: str | None = None
+    model_path: str | None = None  # a local checkpoint directory: commands keep its path
+    refs: ModelRefs = field(default_factory=ModelRefs)
     kv_explicit: bool = False  # the user chose the KV type: planners keep it
     longest_context: bool = False  # --ctx max: the longest context that fits, instead of the one asked
     gpus_per_node: int = GPUS_PER_NODE
@@ -87,7 +91,7 @@ class LaunchInput:
 
     @property
     def model_ref(self) -> str:
-        return self.hf_id or self.spec.name
+        return self.model_path or self.hf_id or self.spec.name
 
 
 @dataclass
@@ -288,11 +292,16 @@ def engine_format(engine: str, inp: LaunchInput) -> tuple[QuantFormat, str | Non
     same width. vLLM / SGLang read checkpoints: a GGUF quant maps to the checkpoint's own format.
     """
     fmt, table = inp.fmt, inp.table
-    if engine in ("llama.cpp", "ollama") and fmt.kind == "checkpoint":
-        name = "Q8_0" if (fmt.bits or 16) >= 8 else "Q4_K_M"
+    if engine in ("llama.cpp", "ollama") and fmt.kind in ("checkpoint", "mlx"):
+        name = "Q8_0" if (fmt.bits or 16) >= 8 else "Q6_K" if (fmt.bits or 16) >= 6 else "Q4_K_M"
         other = table.find(name)
-        return other, f"{engine} does not load {fmt.name} checkpoints: sized at the GGUF {name} of the same width"
-    if engine in ("vllm", "sglang") and fmt.kind == "gguf":
+        return other, f"{engine} does not load {fmt.name} weights: sized at the GGUF {name} of the same width"
+    if engine == "mlx" and fmt.kind != "mlx" and fmt.kind != "native" and inp.spec.prequant is None:
+        bits = min((b for b in (3, 4, 6, 8) if b >= _nominal_bits(fmt.name)), default=8)
+        mlx = table.find(f"MLX-{bits}bit")
+        if mlx is not None:
+            return mlx, f"MLX quantizes its own way: sized at {mlx.name}, the nearest MLX width to {fmt.name}"
+    if engine in ("vllm", "sglang") and fmt.kind in ("gguf", "mlx"):
         native = native_checkpoint_format(inp)
         if native.name == "BF16" and fmt.name not in ("BF16", "F16"):
             # same width class: 6-8-bit GGUF -> FP8 (quantized on load), 4-5-bit and below -> AWQ int4
@@ -300,6 +309,15 @@ def engine_format(engine: str, inp: LaunchInput) -> tuple[QuantFormat, str | Non
             native = table.find("FP8" if wide else "AWQ") or native
         return native, f"{engine} serves checkpoints, not GGUF: sized at {native.name}, the nearest width to {fmt.name}"
     return fmt, None
+
+
+def _nominal_bits(name: str) -> int:
+    """The width a quant name states (Q4_K_M -> 4, IQ2_XXS -> 2, FP8 -> 8, NVFP4/AWQ -> 4)."""
+    upper = name.upper()
+    if upper in ("FP8",):
+        return 8
+    m = re.search(r"(\d+)", upper.replace("FP4", "Q4").replace("MXFP4", "Q4"))
+    return int(m.group(1)) if m and upper not in ("AWQ", "GPTQ", "NF4") else 4
 
 
 def native_checkpoint_format(inp: LaunchInput) -> QuantFormat:

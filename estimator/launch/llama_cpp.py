@@ -9,12 +9,15 @@ expert tensors of blocks 0..N-1 to the CPU buffer), FORMULAS.md §2.1, §2.5, §
 """
 from __future__ import annotations
 
+import re
+
 from fitprobe.estimator.fields import replace
 
 import math
 
 from ..memory import MemoryBreakdown, balanced_split
 from ..quant import WeightBytes
+from .refs import gguf_repo_for
 from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, can_offload, cap_context, ctx_text,
                      device_fits, engine_format, gib, rope_flags, largest_fitting, longest_context, model_max_context, plan_from, render, size,
                      smallest_fitting, unified)
@@ -207,15 +210,27 @@ def _shorter_context(inp, fmt, base, kvs, w, reasons, notes) -> tuple | None:
 
 
 def model_args(inp: LaunchInput, fmt) -> tuple[list[Flag], list[str]]:
+    """-hf REPO:QUANT only for a repo the catalog (or a Hub listing) knows holds QUANT; else a
+    download of the repo's matching files and -m, or a conversion."""
     if inp.gguf_path:
         return [Flag(flag="-m", value=inp.gguf_path, reason="the local GGUF file that was sized")], []
-    if inp.gguf_repo:
-        return [Flag(flag="-hf", value=f"{inp.gguf_repo}:{fmt.name}",
-                     reason=f"downloads the {fmt.name} GGUF from the Hub repo")], []
+    ref = gguf_repo_for(inp.refs, fmt.name)
+    if ref is not None:
+        return [Flag(flag="-hf", value=f"{ref.repo}:{fmt.name}",
+                     reason=f"downloads the {fmt.name} GGUF; {ref.repo} holds it ({ref.source}, seen {ref.seen})")], []
+    held = "; ".join(f"{r.repo} holds {', '.join(r.quants)}" for r in inp.refs.gguf)
+    unconfirmed = inp.gguf_repo if inp.gguf_repo and not inp.refs.gguf else None
+    if unconfirmed:
+        local = f"./{unconfirmed.split('/')[-1]}"
+        base = re.sub(r"[-_.]gguf$", "", unconfirmed.split("/")[-1], flags=re.I)
+        return ([Flag(flag="-m", value=f"{local}/{base}-{fmt.name}.gguf",
+                      reason=f"the {fmt.name} file downloaded from {unconfirmed} (for split files, the -00001-of- one)")],
+                [f"run first: hf download {unconfirmed} --include \"*{fmt.name}*\" --local-dir {local}  "
+                 f"(the catalog knows {unconfirmed} is a GGUF repo of this model, not which quants it holds)"])
     name = f"{inp.spec.name}-{fmt.name}.gguf"
     return ([Flag(flag="-m", value=name, reason=f"a {fmt.name} GGUF of {inp.model_ref}")],
-            [f"no GGUF repo is known for {inp.model_ref}: convert with convert_hf_to_gguf.py and "
-             f"llama-quantize, or find one on the Hub, and pass its path to -m"])
+            [(f"no known GGUF repo holds {fmt.name} ({held}): " if held else f"no GGUF repo is known for {inp.model_ref}: ")
+             + "convert with convert_hf_to_gguf.py and llama-quantize, and pass its path to -m"])
 
 
 def _build(inp, fmt, st, sized, reasons, notes, w) -> LaunchPlan:

@@ -13,7 +13,8 @@ from fitprobe.estimator.fields import replace
 import math
 import re
 
-from .common import MIB, Flag, LaunchInput, LaunchPlan, Sized, cap_context, gib, plan_from, rejudge, shell_join, size
+from .common import (MIB, Flag, LaunchInput, LaunchPlan, Sized, cap_context, engine_format, gib, plan_from, rejudge,
+                     shell_join, size)
 
 
 def mlx_bits(fmt_name: str) -> int | None:
@@ -28,10 +29,24 @@ def mlx_bits(fmt_name: str) -> int | None:
     return int(m.group(1)) if m else 4
 
 
+def mlx_model(inp: LaunchInput, fmt, setup: list[str]) -> tuple[str, str]:
+    """A known mlx-community conversion of this width, else `mlx_lm.convert` into a local folder."""
+    ref = inp.refs.mlx.get(fmt.name)
+    if ref is not None:
+        return ref.repo, f"{fmt.name} conversion on the Hub ({ref.source}, seen {ref.seen})"
+    bits = int(fmt.bits) if fmt.kind == "mlx" and fmt.bits else mlx_bits(fmt.name)
+    if fmt.kind != "mlx" or bits is None:
+        return inp.model_ref, "the checkpoint as published"
+    out = f"./{inp.spec.name}-{bits}bit"
+    setup.append(shell_join(["mlx_lm.convert", "--hf-path", inp.model_ref, "-q", "--q-bits", str(bits),
+                             "--q-group-size", str(fmt.group_size or 64), "--mlx-path", out]))
+    return out, f"{bits}-bit conversion above"
+
+
 def plan(inp: LaunchInput) -> LaunchPlan:
     engine = "mlx"
-    fmt = inp.fmt
-    notes: list[str] = []
+    fmt, fmt_note = engine_format(engine, inp)
+    notes: list[str] = [fmt_note] if fmt_note else []
     kv = inp.settings.kv_cache_dtype if inp.settings.kv_cache_dtype in ("f16", "bf16") else "f16"
     st = replace(inp.settings, engine=engine, kv_cache_dtype=kv, gpu_layers=None)
     st, capped = cap_context(inp, st, engine)
@@ -39,16 +54,8 @@ def plan(inp: LaunchInput) -> LaunchPlan:
         notes.append(capped)
     sized = size(inp, fmt, st)
     setup: list[str] = []
-    bits = mlx_bits(fmt.name)
-    model = inp.model_ref
-    flags: list[Flag] = []
-    if bits is not None:
-        out = f"./{inp.spec.name}-{bits}bit"
-        setup.append(shell_join(["mlx_lm.convert", "--hf-path", model, "-q", "--q-bits", str(bits), "--mlx-path", out]))
-        notes.append(f"sized at {fmt.name}, the nearest catalog format: MLX {bits}-bit files are not sized separately")
-        model = out
-    flags.append(Flag(flag="--model", value=model, reason="the MLX weights to serve" +
-                      (f" ({bits}-bit conversion above)" if bits else " (16-bit checkpoint)")))
+    model, how = mlx_model(inp, fmt, setup)
+    flags: list[Flag] = [Flag(flag="--model", value=model, reason=f"the MLX weights to serve ({how})")]
     flags.append(Flag(flag="--decode-concurrency", value=str(st.batch),
                       reason=f"{st.batch} concurrent sequence{'s' if st.batch > 1 else ''}, as sized"))
     flags.append(Flag(flag="--prompt-cache-bytes", value=str(sized.mem.kv_cache_bytes),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from fitprobe.estimator.fields import replace
 
+from .refs import gguf_repo_for, ollama_tag_for
 from .common import (GIB, Flag, can_offload, device_fits, LaunchInput, LaunchPlan, cap_context, ctx_text, engine_format, gib, largest_fitting,
                      plan_from, shell_join, size, unified)
 
@@ -75,9 +76,11 @@ def plan(inp: LaunchInput) -> LaunchPlan:
         env["OLLAMA_KV_CACHE_TYPE"] = st.kv_cache_dtype
         flags.append(Flag(flag="OLLAMA_KV_CACHE_TYPE", value=st.kv_cache_dtype,
                           reason=kv_reason or f"{st.kv_cache_dtype} KV cache as asked"))
-    name = inp.ollama_name
-    if not name and inp.gguf_repo and fmt.kind == "gguf":
-        name = f"hf.co/{inp.gguf_repo}:{fmt.name}"
+    tag, ref = ollama_tag_for(inp.refs, fmt.name), gguf_repo_for(inp.refs, fmt.name)
+    name = tag.repo if tag else f"hf.co/{ref.repo}:{fmt.name}" if ref and fmt.kind == "gguf" else None
+    if name is None and inp.ollama_name:
+        notes.append(f"Ollama's {inp.ollama_name} is this model, but the catalog does not know which tag holds "
+                     f"{fmt.name}: see ollama.com/library for its quantization tags")
     if not name:
         name = f"<{inp.spec.name}-{fmt.name}>"
         notes.append(f"no Ollama library name or GGUF repo is known for {inp.model_ref}: create one from a "

@@ -105,9 +105,21 @@ def quantization_flag(inp: LaunchInput, fmt) -> tuple[Flag | None, str | None]:
                     reason="4-bit NF4 quantized on load by bitsandbytes"), None
     method = {"AWQ": "awq", "GPTQ": "gptq", "NVFP4": "modelopt_fp4"}.get(fmt.name)
     if method:
-        return (Flag(flag="--quantization", value=method, reason=f"{fmt.name} weights"),
-                f"{fmt.name} needs a pre-quantized {fmt.name} checkpoint of {inp.model_ref}: pass its repo id as the model")
+        ref = inp.refs.checkpoints.get(fmt.name)
+        if ref is None:  # no such checkpoint known: no flag that would fail on the 16-bit repo
+            return None, (f"{fmt.name} needs a pre-quantized {fmt.name} checkpoint of {inp.model_ref}; none is known "
+                          f"to the catalog: replace the model with its repo id")
+        return Flag(flag="--quantization", value=method,
+                    reason=f"{fmt.name} weights of {ref.repo} ({ref.source}, seen {ref.seen})"), None
     return None, None
+
+
+def served_model(inp: LaunchInput, fmt) -> str:
+    """The repo vLLM/SGLang load: a known pre-quantized checkpoint for AWQ/GPTQ/NVFP4, else the model."""
+    if inp.spec.prequant is None and fmt.name in ("AWQ", "GPTQ", "NVFP4"):
+        ref = inp.refs.checkpoints.get(fmt.name)
+        return ref.repo if ref else f"<{fmt.name} checkpoint of {inp.model_ref}>"
+    return inp.model_ref
 
 
 def plan(inp: LaunchInput, engine: str = "vllm") -> LaunchPlan:
@@ -263,7 +275,7 @@ def _build(inp, engine, fmt, st, sized, tp, pp, nodes, offload, reasons, notes) 
         flags.append(Flag(flag="--cpu-offload-gb", value=str(offload), reason=reasons["offload"]))
     yarn, env = rope_flags(inp, st, engine)
     flags += yarn
-    model = inp.model_ref
+    model = served_model(inp, fmt)
     setup: list[str] = []
     if engine == "vllm":
         command = render(["vllm", "serve", model], flags)
