@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -71,8 +72,28 @@ def _index() -> dict[str, ModelEntry]:
 
 
 def find_model(name: str) -> ModelEntry | None:
-    """A bundled model by catalog name, HF id (with or without org), display name or alias."""
-    return _index().get(_norm(name))
+    """A bundled model by catalog name, HF id (with or without org), display name or alias; a
+    trailing size in parentheses, as calculator pages write it ("GLM-5 (744B)"), is ignored."""
+    hit = _index().get(_norm(name))
+    if hit is None and name.rstrip().endswith(")"):
+        hit = _index().get(_norm(re.sub(r"\s*\([^()]*\)\s*$", "", name)))
+    return hit
+
+
+@lru_cache(maxsize=1)
+def _ollama_index() -> dict[str, tuple[ModelEntry, str | None]]:
+    index: dict[str, tuple[ModelEntry, str | None]] = {}
+    for entry in load_models():
+        for quant, ref in (entry.refs.ollama.items() if entry.refs else ()):
+            index.setdefault(ref.repo.lower(), (entry, quant))
+        if entry.ollama:
+            index.setdefault(entry.ollama.lower(), (entry, None))
+    return index
+
+
+def find_ollama_tag(tag: str) -> tuple[ModelEntry, str | None] | None:
+    """A bundled model by its Ollama library tag (`llama3.3:70b`), with the quant that tag holds if known."""
+    return _ollama_index().get(tag.strip().lower())
 
 
 def suggest_models(name: str, n: int = 3) -> list[str]:

@@ -13,7 +13,7 @@ from fitprobe.estimator.fields import replace
 from fitprobe.estimator.quant import QuantFormat, WeightBytes, weight_bytes
 from fitprobe.estimator.spec import ModelSpec
 
-from .models import ModelEntry, find_model, suggest_models
+from .models import ModelEntry, find_model, find_ollama_tag, suggest_models
 from .quants import find_quant, quant_table
 
 
@@ -90,6 +90,9 @@ def resolve(text: str, *, token: str | None = None, revision: str | None = None)
         if not path.exists():
             raise ResolveError(f"{path} does not exist")
         return ResolvedModel(spec=_spec(_read_config(path), path.parent.name or path.stem, None), source=f"local {path}")
+    tagged = find_ollama_tag(raw) if ":" in raw and "/" not in raw else None
+    if tagged is not None:
+        return _from_entry(tagged[0], tagged[1], source="bundled catalog (Ollama tag)")
     base, _, quant = raw.partition(":")
     entry = find_model(base.split("@")[0])
     if entry is not None and "/" not in base and revision is None:

@@ -45,7 +45,7 @@ _TIE_DEFAULT = {"gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": Tr
 # default (Gemma 3 repos list only non-default text_config keys): Gemma3TextConfig.__init__.
 _FAMILY_DEFAULTS = {
     "gemma3_text": {"vocab_size": 262_208, "max_position_embeddings": 131_072, "sliding_window_pattern": 6,
-                    "head_dim": 256, "num_key_value_heads": 4, "sliding_window": 4096},
+                    "head_dim": 256, "num_attention_heads": 8, "num_key_value_heads": 4, "sliding_window": 4096},
 }
 
 

@@ -1,0 +1,72 @@
+"""File types beyond the K-quant mixes: llama.cpp's other ftypes, Unsloth dynamic recipes, MLX groups."""
+from collections import Counter
+
+import pytest
+
+from fitprobe.catalogs.quants import find_quant, quant_table
+from fitprobe.estimator.quant import is_approximate, tensor_types, weight_bytes
+
+GIB = 1 << 30
+
+
+def size_gib(spec, quant):
+    return weight_bytes(spec, find_quant(quant), quant_table()).total / GIB
+
+
+# llama.cpp tools/quantize/quantize.cpp QUANT_OPTIONS: file sizes quantizing Llama-3-8B (in GiB)
+@pytest.mark.parametrize("quant,published", [
+    ("Q4_1", 4.78), ("Q5_0", 5.21), ("Q5_1", 5.65), ("Q3_K_L", 4.03), ("Q3_K_M", 3.74), ("Q4_K_M", 4.58),
+    ("Q8_0", 7.96),
+])
+def test_llama3_8b_file_sizes_match_llama_quantize(spec_of, quant, published):
+    assert size_gib(spec_of("llama-3-8b-instruct"), quant) == pytest.approx(published, rel=0.01)
+
+
+@pytest.mark.parametrize("quant,bpw", [("IQ3_M", 3.66), ("IQ3_XS", 3.3), ("IQ2_M", 2.7), ("IQ2_S", 2.5)])
+def test_iquant_mixes_sit_near_their_nominal_width(spec_of, quant, bpw):
+    spec = spec_of("llama-3.1-8b-instruct")
+    w = weight_bytes(spec, find_quant(quant), quant_table())
+    body = w.total - w.token_embd - w.output  # quantize.cpp's bpw figures are for the repeating layers
+    params = 8_030_261_248 - 2 * 128256 * 4096
+    assert body * 8 / params == pytest.approx(bpw, abs=0.35)
+
+
+def test_iq3_xs_middle_layers_get_iq3_xxs_ffn(spec_of):
+    types = tensor_types(spec_of("llama-3.1-8b-instruct"), find_quant("IQ3_XS"))
+    assert types["blk.0.ffn_up.weight"] == "IQ3_S" and types["blk.16.ffn_up.weight"] == "IQ3_XXS"
+    assert find_quant("Q3_K_XS").name == "IQ3_XS"
+
+
+def test_deepseek_ud_q2_k_xl_matches_the_published_file(spec_of):
+    spec = spec_of("deepseek-v3")
+    ud, plain = size_gib(spec, "UD-Q2_K_XL"), size_gib(spec, "Q2_K")
+    assert ud == pytest.approx(233.180, rel=0.01)  # ik_llama.cpp PR 394 log of the UD-Q2_K_XL file
+    assert ud - plain > 4  # Q2_K's mix is ~6 GiB short: the unsafe direction
+    counts = Counter(tensor_types(spec, find_quant("UD-Q2_K_XL")).values())
+    assert counts["Q2_K"] == 122 and counts["Q3_K"] == 54 and counts["Q8_0"] == 122  # as in the file's header
+    assert not is_approximate(find_quant("UD-Q2_K_XL"), spec)
+
+
+@pytest.mark.parametrize("quant,published_gb", [("UD-Q3_K_XL", 321), ("UD-Q4_K_XL", 405)])
+def test_deepseek_ud_sizes_within_two_percent_of_the_model_card(spec_of, quant, published_gb):
+    assert size_gib(spec_of("deepseek-v3"), quant) * GIB / 1e9 == pytest.approx(published_gb, rel=0.02)
+
+
+def test_scout_ud_q4_k_xl_is_smaller_than_q4_k_m_and_near_the_file(spec_of):
+    spec = spec_of("llama-4-scout-17b-16e-instruct")
+    assert size_gib(spec, "UD-Q4_K_XL") == pytest.approx(57.74, rel=0.015)
+    assert size_gib(spec, "Q4_K_M") - size_gib(spec, "UD-Q4_K_XL") > 2
+
+
+def test_ud_formats_without_a_recipe_for_the_family_stay_approximate(spec_of):
+    assert is_approximate(find_quant("UD-Q2_K_XL"), spec_of("llama-3.1-8b-instruct"))
+    assert is_approximate(find_quant("UD-IQ1_S"), spec_of("deepseek-v3"))
+
+
+@pytest.mark.parametrize("bits", [3, 4, 6, 8])
+def test_mlx_group_quant_is_bits_plus_half_a_bit(spec_of, bits):
+    spec = spec_of("llama-3.1-8b-instruct")  # untied, every matrix width divides 64
+    w = weight_bytes(spec, find_quant(f"MLX-{bits}bit"), quant_table())
+    quantized = w.by_type[f"MLX{bits}"]
+    n = 8030261248 - 65 * 4096  # all but the norms
+    assert quantized * 8 / n == pytest.approx(bits + 0.5, rel=1e-3)
