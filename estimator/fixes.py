@@ -96,6 +96,8 @@ def _smaller_quant(inp: LaunchInput) -> Fix | None:
     for fmt in inp.table.formats:
         if gguf and fmt.kind == "checkpoint" or (not gguf and fmt.kind == "gguf"):
             continue
+        if (fmt.kind == "mlx") != (engine == "mlx") and fmt.kind != "native":
+            continue  # MLX formats are MLX's alone; MLX does not read GGUF files
         w = inp.sizer.weights(fmt)[0].total
         if w >= current:
             continue

@@ -69,7 +69,8 @@ class Recommender:
     def size(self, device: Device, count: int = 1):
         """(engine, memory, verdict, decode tok/s or None) for `count` of one device."""
         engine = _engine_for(device, self.fmt, self.st.engine)
-        if engine is None or self.fmt.kind == "checkpoint" and engine in ("llama.cpp", "ollama", "mlx"):
+        if engine is None or self.fmt.kind == "checkpoint" and engine in ("llama.cpp", "ollama", "mlx") or \
+                (self.fmt.kind == "mlx" and engine != "mlx"):
             return engine, None, None, None
         hw = Hardware(devices=[device] * count, usable_fraction=self.usable_fraction)
         sizer = Sizer(self.spec, self.table, hw, error_band=self.band, known_weights={self.fmt.name: self.weights})
