@@ -98,6 +98,10 @@ def quantization_flag(inp: LaunchInput, fmt) -> tuple[Flag | None, str | None]:
                         reason=f"matches the checkpoint's quantization_config (quant_method {q.method})"), None
         return None, None
     if fmt.name == "FP8":
+        ref = inp.refs.checkpoints.get("FP8")
+        if ref is not None:
+            return Flag(flag="--quantization", value="fp8",
+                        reason=f"the publisher's FP8 checkpoint {ref.repo} ({ref.source}, seen {ref.seen})"), None
         return Flag(flag="--quantization", value="fp8",
                     reason="FP8 weights quantized on load from the 16-bit checkpoint (dynamic per-tensor scales)"), None
     if fmt.name == "NF4":
@@ -116,9 +120,12 @@ def quantization_flag(inp: LaunchInput, fmt) -> tuple[Flag | None, str | None]:
 
 def served_model(inp: LaunchInput, fmt) -> str:
     """The repo vLLM/SGLang load: a known pre-quantized checkpoint for AWQ/GPTQ/NVFP4, else the model."""
-    if inp.spec.prequant is None and fmt.name in ("AWQ", "GPTQ", "NVFP4"):
+    if inp.spec.prequant is None and fmt.name in ("AWQ", "GPTQ", "NVFP4", "FP8"):
         ref = inp.refs.checkpoints.get(fmt.name)
-        return ref.repo if ref else f"<{fmt.name} checkpoint of {inp.model_ref}>"
+        if ref is not None:
+            return ref.repo
+        if fmt.name != "FP8":  # FP8 is also made on load from the 16-bit repo
+            return f"<{fmt.name} checkpoint of {inp.model_ref}>"
     return inp.model_ref
 
 

@@ -59,3 +59,21 @@ def test_seed_display_names_and_ollama_tags_resolve():
     assert resolve("GLM-4.5 (355B-A32B)").spec.name == "glm-4.5"
     tagged = resolve("llama3.1:8b-instruct-q8_0")
     assert tagged.spec.name == "llama-3.1-8b-instruct" and tagged.requested_quant == "Q8_0"
+
+
+def test_awq_and_gptq_point_at_the_publishers_checkpoints():
+    p = vllm.plan(make_input("qwen3-32b", "H100 SXM", quant="AWQ", engine="vllm"))
+    assert p.command.startswith("vllm serve Qwen/Qwen3-32B-AWQ ") and flag(p, "--quantization").value == "awq"
+    g = vllm.plan(make_input("hunyuan-a13b-instruct", "H100 SXM", 2, quant="GPTQ", engine="vllm"))
+    assert "tencent/Hunyuan-A13B-Instruct-GPTQ-Int4" in g.command
+
+
+def test_fp8_uses_the_publishers_fp8_repo_when_known():
+    p = vllm.plan(make_input("glm-4.5-air", "H100 SXM", 4, quant="FP8", engine="vllm"))
+    assert "vllm serve zai-org/GLM-4.5-Air-FP8 " in p.command
+
+
+def test_gemma_qat_gguf_repo_serves_q4_0_only():
+    assert flag(llama_cpp.plan(make_input("gemma-3-4b-it", "RTX 4090", quant="Q4_0")), "-hf").value == \
+        "google/gemma-3-4b-it-qat-q4_0-gguf:Q4_0"
+    assert flag(llama_cpp.plan(make_input("gemma-3-4b-it", "RTX 4090", quant="Q8_0")), "-hf") is None
