@@ -223,7 +223,7 @@ def launch_input(resolved: ResolvedModel, fmt: QuantFormat, st: RunSettings, hw:
     from fitprobe.estimator.launch import LaunchInput
 
     path = resolved.source.removeprefix("local GGUF ") if resolved.source.startswith("local GGUF ") else None
-    local = resolved.source.removeprefix("local ") if resolved.source.startswith("local ") and not path else None
+    local = path or (resolved.source.removeprefix("local ") if resolved.source.startswith("local ") else None)
     return LaunchInput(spec=resolved.spec, fmt=fmt, settings=st, hw=hw, sizer=sizer, table=quant_table(),
                        hf_id=resolved.spec.hf_id, gguf_repo=resolved.gguf_repo, gguf_path=path,
                        model_path=os.path.dirname(local) if local and local.endswith(".json") else local,

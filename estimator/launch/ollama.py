@@ -8,6 +8,8 @@ envconfig/config.go). Partial offload is reported as the layer count Ollama will
 """
 from __future__ import annotations
 
+import re
+
 from fitprobe.estimator.fields import replace
 
 from .refs import gguf_repo_for, ollama_tag_for
@@ -78,6 +80,11 @@ def plan(inp: LaunchInput) -> LaunchPlan:
                           reason=kv_reason or f"{st.kv_cache_dtype} KV cache as asked"))
     tag, ref = ollama_tag_for(inp.refs, fmt.name), gguf_repo_for(inp.refs, fmt.name)
     name = tag.repo if tag else f"hf.co/{ref.repo}:{fmt.name}" if ref and fmt.kind == "gguf" else None
+    create: list[str] = []
+    if inp.gguf_path:  # the local file that was sized: `ollama create` from a Modelfile naming it
+        name = re.sub(r"[^a-z0-9._-]+", "-", inp.spec.name.lower()).strip("-") or "local-model"
+        create = [f"printf 'FROM %s\\n' {shell_join([inp.gguf_path])} > Modelfile",
+                  shell_join(["ollama", "create", name, "-f", "Modelfile"])]
     if name is None and inp.ollama_name:
         notes.append(f"Ollama's {inp.ollama_name} is this model, but the catalog does not know which tag holds "
                      f"{fmt.name}: see ollama.com/library for its quantization tags")
@@ -86,7 +93,7 @@ def plan(inp: LaunchInput) -> LaunchPlan:
         notes.append(f"no Ollama library name or GGUF repo is known for {inp.model_ref}: create one from a "
                      f"{fmt.name} GGUF with a Modelfile (FROM ./file.gguf) and `ollama create`")
     serve = shell_join([f"{k}={v}" for k, v in env.items()] + ["ollama", "serve"])
-    setup = [f"{serve} &"]
+    setup = [f"{serve} &", *create]
     command = shell_join(["ollama", "run", name])
     return plan_from(engine, inp, sized, st, fmt, command=command, flags=flags, setup=setup, env=env, notes=notes,
                      gpu_layers=st.gpu_layers)

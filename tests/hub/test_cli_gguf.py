@@ -43,3 +43,20 @@ def test_garbage_gguf_is_exit_3(tmp_path):
     path.write_bytes(b"not a gguf file at all")
     result = CliRunner().invoke(main, ["plan", str(path), "--gpu", "RTX 4090"])
     assert result.exit_code == 3 and "Traceback" not in result.output
+
+
+def test_local_gguf_keeps_its_path_in_every_command(tmp_path):
+    tensors = {"token_embd.weight": np.zeros((100, 64), dtype=np.float16),
+               "output_norm.weight": np.zeros(64, dtype=np.float32)}
+    for i in range(2):
+        tensors |= {f"blk.{i}.attn_q.weight": q8_0(64, 64), f"blk.{i}.attn_k.weight": q8_0(32, 64),
+                    f"blk.{i}.attn_v.weight": q8_0(32, 64), f"blk.{i}.attn_output.weight": q8_0(64, 64),
+                    f"blk.{i}.ffn_gate.weight": q8_0(128, 64), f"blk.{i}.ffn_up.weight": q8_0(128, 64),
+                    f"blk.{i}.ffn_down.weight": q8_0(64, 128), f"blk.{i}.attn_norm.weight": np.zeros(64, np.float32),
+                    f"blk.{i}.ffn_norm.weight": np.zeros(64, np.float32)}
+    path = write(tmp_path / "tiny-Q8_0.gguf", "llama", DENSE_KV, tensors)
+    result = CliRunner().invoke(main, ["plan", str(path), "--gpu", "RTX 4090", "--json", "--ctx", "4096"])
+    assert result.exit_code == 0, result.output
+    launch = json.loads(result.output)["launch"]
+    assert str(path) in launch["llama.cpp"]["command"]
+    assert any(str(path) in line for line in launch["ollama"]["setup"])  # Modelfile FROM the file
