@@ -48,18 +48,20 @@ def _norm(text: str) -> str:
     return "".join(ch for ch in text.lower() if ch.isalnum())
 
 
+@lru_cache(maxsize=None)
+def _load_entry(path: Path) -> ModelEntry:
+    try:
+        entry = load_json_file(ModelEntry, path, what=f"bundled model file {path.name}")
+    except CatalogValidationError as exc:
+        raise CatalogError(str(exc)) from None
+    if entry.name != path.stem:
+        raise CatalogError(f"bundled model file {path.name} has name '{entry.name}'")
+    return entry
+
+
 @lru_cache(maxsize=1)
 def load_models() -> tuple[ModelEntry, ...]:
-    entries = []
-    for path in sorted(MODELS_DIR.glob("*.json")):
-        try:
-            entry = load_json_file(ModelEntry, path, what=f"bundled model file {path.name}")
-        except CatalogValidationError as exc:
-            raise CatalogError(str(exc)) from None
-        if entry.name != path.stem:
-            raise CatalogError(f"bundled model file {path.name} has name '{entry.name}'")
-        entries.append(entry)
-    return tuple(entries)
+    return tuple(_load_entry(path) for path in sorted(MODELS_DIR.glob("*.json")))
 
 
 @lru_cache(maxsize=1)
@@ -74,6 +76,9 @@ def _index() -> dict[str, ModelEntry]:
 def find_model(name: str) -> ModelEntry | None:
     """A bundled model by catalog name, HF id (with or without org), display name or alias; a
     trailing size in parentheses, as calculator pages write it ("GLM-5 (744B)"), is ignored."""
+    path = MODELS_DIR / f"{name.strip().lower()}.json"
+    if "/" not in name and path.is_file():  # a catalog name: read that one file, not the whole catalog
+        return _load_entry(path)
     hit = _index().get(_norm(name))
     if hit is None and name.rstrip().endswith(")"):
         hit = _index().get(_norm(re.sub(r"\s*\([^()]*\)\s*$", "", name)))
