@@ -219,14 +219,16 @@ def model_args(inp: LaunchInput, fmt) -> tuple[list[Flag], list[str]]:
         return [Flag(flag="-hf", value=f"{ref.repo}:{fmt.name}",
                      reason=f"downloads the {fmt.name} GGUF; {ref.repo} holds it ({ref.source}, seen {ref.seen})")], []
     held = "; ".join(f"{r.repo} holds {', '.join(r.quants)}" for r in inp.refs.gguf)
-    unconfirmed = inp.gguf_repo if inp.gguf_repo and not inp.refs.gguf else None
+    listed = {r.repo for r in inp.refs.gguf}
+    unconfirmed = inp.gguf_repo if inp.gguf_repo and inp.gguf_repo not in listed else None
     if unconfirmed:
         local = f"./{unconfirmed.split('/')[-1]}"
         base = re.sub(r"[-_.]gguf$", "", unconfirmed.split("/")[-1], flags=re.I)
         return ([Flag(flag="-m", value=f"{local}/{base}-{fmt.name}.gguf",
                       reason=f"the {fmt.name} file downloaded from {unconfirmed} (for split files, the -00001-of- one)")],
                 [f"run first: hf download {unconfirmed} --include \"*{fmt.name}*\" --local-dir {local}  "
-                 f"(the catalog knows {unconfirmed} is a GGUF repo of this model, not which quants it holds)"])
+                 f"(the catalog knows {unconfirmed} is a GGUF repo of this model, not which quants it holds"
+                 + (f"; {held}" if held else "") + ")"])
     name = f"{inp.spec.name}-{fmt.name}.gguf"
     return ([Flag(flag="-m", value=name, reason=f"a {fmt.name} GGUF of {inp.model_ref}")],
             [(f"no known GGUF repo holds {fmt.name} ({held}): " if held else f"no GGUF repo is known for {inp.model_ref}: ")
