@@ -1,6 +1,6 @@
 """MLX on Apple silicon: `mlx_lm.server`, a quantized conversion, and the Metal wired limit.
 
-mlx-lm loads Hugging Face checkpoints and quantizes with `mlx_lm.convert -q --q-bits B`
+mlx-lm loads Hugging Face checkpoints and quantizes with `mlx_lm.convert -q --q-bits B --q-group-size 64`
 (mlx_lm/convert.py); the server takes --model, --decode-concurrency and --prompt-cache-bytes
 (mlx_lm/server.py). Unified memory is capped by the Metal working-set limit; when that cap, not
 physical memory, is what blocks the fit, `sudo sysctl iogpu.wired_limit_mb=N` raises it
@@ -11,22 +11,9 @@ from __future__ import annotations
 from fitprobe.estimator.fields import replace
 
 import math
-import re
 
 from .common import (MIB, Flag, LaunchInput, LaunchPlan, Sized, cap_context, engine_format, gib, plan_from, rejudge,
                      shell_join, size)
-
-
-def mlx_bits(fmt_name: str) -> int | None:
-    """MLX quantizes to 2-8 bits: the GGUF quant's nominal width, None for 16-bit."""
-    if fmt_name.upper() in ("BF16", "F16", "FP16"):
-        return None
-    if fmt_name.upper().startswith("MXFP4") or fmt_name.upper() in ("NVFP4", "AWQ", "GPTQ", "NF4"):
-        return 4
-    if fmt_name.upper() == "FP8":
-        return 8
-    m = re.search(r"Q(\d)", fmt_name.upper())
-    return int(m.group(1)) if m else 4
 
 
 def mlx_model(inp: LaunchInput, fmt, setup: list[str]) -> tuple[str, str]:
@@ -34,9 +21,9 @@ def mlx_model(inp: LaunchInput, fmt, setup: list[str]) -> tuple[str, str]:
     ref = inp.refs.mlx.get(fmt.name)
     if ref is not None:
         return ref.repo, f"{fmt.name} conversion on the Hub ({ref.source}, seen {ref.seen})"
-    bits = int(fmt.bits) if fmt.kind == "mlx" and fmt.bits else mlx_bits(fmt.name)
-    if fmt.kind != "mlx" or bits is None:
+    if fmt.kind != "mlx":
         return inp.model_ref, "the checkpoint as published"
+    bits = int(fmt.bits or 4)
     out = f"./{inp.spec.name}-{bits}bit"
     setup.append(shell_join(["mlx_lm.convert", "--hf-path", inp.model_ref, "-q", "--q-bits", str(bits),
                              "--q-group-size", str(fmt.group_size or 64), "--mlx-path", out]))
