@@ -53,6 +53,10 @@ def test_gemma3_4b_sizes_with_the_transformers_default_heads():
 @pytest.mark.parametrize("typed,name", [
     ("GLM-4.5 (355B-A32B)", "glm-4.5"), ("zai-org/GLM-4.5", "glm-4.5"), ("GLM-4 32B-0414", "glm-4-32b-0414"),
     ("baidu/ERNIE-4.5-300B-A47B-PT", "ernie-4.5-300b-a47b-pt"), ("google/gemma-3-12b-it", "gemma-3-12b-it"),
+    # display forms of the seed calculator pages
+    ("ERNIE 4.5 300B-A47B (文心)", "ernie-4.5-300b-a47b-pt"), ("Llama 4 Scout 17B-16E (109B)", "llama-4-scout-17b-16e-instruct"),
+    ("DeepSeek V3.2 (685B)", "deepseek-v3.2"), ("Gemma 3 12B IT", "gemma-3-12b-it"), ("QwQ 32B Reasoning", "qwq-32b"),
+    ("Qwen3 Coder 480B-A35B", "qwen3-coder-480b-a35b-instruct"), ("GLM-5.3 (753B)", "glm-5.3"),
 ])
 def test_seed_and_hub_names_find_the_bundled_entry(typed, name):
     # org/name ids go to the Hub first in `resolve`; the bundled entry is what they fall back to offline
