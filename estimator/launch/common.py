@@ -314,9 +314,9 @@ def engine_format(engine: str, inp: LaunchInput) -> tuple[QuantFormat, str | Non
 def _nominal_bits(name: str) -> int:
     """The width a quant name states (Q4_K_M -> 4, IQ2_XXS -> 2, FP8 -> 8, NVFP4/AWQ -> 4)."""
     upper = name.upper()
-    if upper in ("FP8",):
+    if upper == "FP8":
         return 8
-    m = re.search(r"(\d+)", upper.replace("FP4", "Q4").replace("MXFP4", "Q4"))
+    m = re.search(r"(\d+)", upper.replace("FP4", "Q4"))
     return int(m.group(1)) if m and upper not in ("AWQ", "GPTQ", "NF4") else 4
 
 
