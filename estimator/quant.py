@@ -2,8 +2,10 @@
 
 GGUF mixes follow llama.cpp's `llama_tensor_get_type` (src/llama-quant.cpp): each tensor gets
 the type its name, layer index and the model's shape earn it, with the block-size fallback
-when a row does not divide the block. Checkpoint formats (FP8, AWQ, GPTQ, NF4, NVFP4) quantize
-the linear layers and keep embeddings, output head, norms and routers in 16 bit.
+when a row does not divide the block. Published recipes (Unsloth's dynamic quants) are
+`--tensor-type` overrides on top of that mix, per model family. Checkpoint formats (FP8, AWQ,
+GPTQ, NF4, NVFP4) quantize the linear layers and keep embeddings, output head, norms and routers
+in 16 bit; MLX's affine group quantization stores a 16-bit scale and bias per group.
 """
 from __future__ import annotations
 
