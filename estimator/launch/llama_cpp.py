@@ -9,8 +9,6 @@ expert tensors of blocks 0..N-1 to the CPU buffer), FORMULAS.md §2.1, §2.5, §
 """
 from __future__ import annotations
 
-import re
-
 from fitprobe.estimator.fields import replace
 
 import math
@@ -223,10 +221,10 @@ def model_args(inp: LaunchInput, fmt) -> tuple[list[Flag], list[str]]:
     unconfirmed = inp.gguf_repo if inp.gguf_repo and inp.gguf_repo not in listed else None
     if unconfirmed:
         local = f"./{unconfirmed.split('/')[-1]}"
-        base = re.sub(r"[-_.]gguf$", "", unconfirmed.split("/")[-1], flags=re.I)
-        return ([Flag(flag="-m", value=f"{local}/{base}-{fmt.name}.gguf",
-                      reason=f"the {fmt.name} file downloaded from {unconfirmed} (for split files, the -00001-of- one)")],
-                [f"run first: hf download {unconfirmed} --include \"*{fmt.name}*\" --local-dir {local}  "
+        pattern = f"*[-.]{fmt.name}[-.]*"  # Q2_K matches -Q2_K. and -Q2_K-00001-of-, not -UD-Q2_K_XL-
+        return ([Flag(flag="-m", value=f"$(find {local} -name '{pattern}' | sort | head -n 1)",
+                      reason=f"the {fmt.name} file downloaded from {unconfirmed} (the first part of a split file)")],
+                [f"run first: hf download {unconfirmed} --include \"{pattern}\" --local-dir {local}  "
                  f"(the catalog knows {unconfirmed} is a GGUF repo of this model, not which quants it holds"
                  + (f"; {held}" if held else "") + ")"])
     name = f"{inp.spec.name}-{fmt.name}.gguf"

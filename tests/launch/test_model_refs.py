@@ -27,8 +27,8 @@ def test_unconfirmed_gguf_repo_downloads_then_points_m_at_the_file():
     # the catalog knows Qwen/Qwen3-30B-A3B-GGUF is this model's GGUF repo, not which quants it holds
     p = llama_cpp.plan(make_input("qwen3-30b-a3b", "H100 SXM", quant="Q5_K_M"))
     assert flag(p, "-hf") is None
-    assert flag(p, "-m").value == "./Qwen3-30B-A3B-GGUF/Qwen3-30B-A3B-Q5_K_M.gguf"
-    assert 'hf download Qwen/Qwen3-30B-A3B-GGUF --include "*Q5_K_M*"' in " ".join(p.notes)
+    assert flag(p, "-m").value == "$(find ./Qwen3-30B-A3B-GGUF -name '*[-.]Q5_K_M[-.]*' | sort | head -n 1)"
+    assert 'hf download Qwen/Qwen3-30B-A3B-GGUF --include "*[-.]Q5_K_M[-.]*"' in " ".join(p.notes)
 
 
 def test_no_awq_flag_without_an_awq_checkpoint():
