@@ -84,7 +84,24 @@ def parse_bytes(text: str) -> int:
     return int(value * units[unit])
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """Commands named in LAZY load their module only when invoked (or listed in --help)."""
+
+    LAZY = {"fit": ("fitprobe.cmd_fit", "fit_command")}
+
+    def list_commands(self, ctx):
+        return sorted({*super().list_commands(ctx), *self.LAZY})
+
+    def get_command(self, ctx, name):
+        if name in self.LAZY and name not in self.commands:
+            import importlib
+
+            module, attr = self.LAZY[name]
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="fitprobe")
 def main():
     """Will this LLM run on this hardware, how well, and with which launch flags?"""

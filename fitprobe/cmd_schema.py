@@ -1,4 +1,4 @@
-"""`fitprobe schema`: the JSON Schema of the output contract (PlanOutput), for validating gates."""
+"""`fitprobe schema [plan|fit]`: the JSON Schema of an output contract, for validating gates."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,14 @@ import click
 
 
 @click.command("schema")
-def schema_command():
-    """Print the JSON Schema of `plan --json` / `check --json` output."""
+@click.argument("which", type=click.Choice(["plan", "fit"]), default="plan")
+def schema_command(which: str):
+    """Print the JSON Schema of `plan/check/report --json` (default) or of `fit --json`."""
+    if which == "fit":
+        from fitprobe.contract import fit_json_schema
+
+        click.echo(json.dumps(fit_json_schema(), indent=2))
+        return
     from fitprobe.contract import json_schema
 
     click.echo(json.dumps(json_schema(), indent=2))

@@ -34,3 +34,27 @@ def json_schema() -> dict:
     doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     doc["title"] = f"fitprobe PlanOutput {SCHEMA_VERSION}"
     return doc
+
+
+@lru_cache(maxsize=1)
+def fit_adapter():
+    from pydantic import TypeAdapter
+
+    from fitprobe.fit_schema import FitOutput
+
+    return TypeAdapter(FitOutput)
+
+
+def fit_to_json(output, *, indent: int | None = 2) -> str:
+    """`fitprobe fit --json`: the FitOutput validated against its contract, then printed."""
+    adapter = fit_adapter()
+    return adapter.dump_json(adapter.validate_python(asdict(output)), indent=indent).decode()
+
+
+def fit_json_schema() -> dict:
+    from fitprobe.fit_schema import FIT_SCHEMA_VERSION
+
+    doc = fit_adapter().json_schema()
+    doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    doc["title"] = f"fitprobe FitOutput {FIT_SCHEMA_VERSION}"
+    return doc

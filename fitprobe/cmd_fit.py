@@ -1,0 +1,139 @@
+"""`fitprobe fit`: what runs on this machine (probed) or on named hardware, ranked (docs/fit.md)."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_HARDWARE, EXIT_USAGE, fail, parse_bytes
+
+SORTS = ("score", "quality", "speed", "context", "params", "memory")
+USE_CASES = ("chat", "base", "coding", "reasoning", "vision", "embedding")
+
+
+def fit_options(f):
+    """Options shared by `fit` and the report's hardware page."""
+    opts = [
+        click.option("--gpu", default=None, help="catalog GPU name or 'cpu' (default: probe this machine)"),
+        click.option("--gpus", type=int, default=1, show_default=True, help="with --gpu: number of identical GPUs"),
+        click.option("--memory-gib", type=float, default=None, help="memory of each GPU (a device the catalog lacks)"),
+        click.option("--ram-gib", type=float, default=None, help="system RAM for offload (default: probed, or unknown)"),
+        click.option("--usable", "usable_fraction", type=float, default=0.95, show_default=True,
+                     help="share of physical memory treated as usable"),
+        click.option("--min-ctx", type=int, default=None, help="plans must serve at least this many tokens (and the "
+                                                                "context factor saturates there; default 32K)"),
+        click.option("--min-tps", type=float, default=None, help="plans must decode at least this many tokens/s"),
+        click.option("--use-case", type=click.Choice(USE_CASES), default=None, help="only models tagged for this use"),
+        click.option("--engine", type=click.Choice(["llama.cpp", "vllm", "sglang", "ollama", "mlx"]), default=None,
+                     help="plans for this engine only (default: llama.cpp, vLLM on NVIDIA/AMD, MLX on Apple)"),
+        click.option("--family", default=None, help="only this model family (qwen3, llama, gemma3, ...)"),
+        click.option("--max-params", type=float, default=None, help="only models up to this many billion parameters"),
+        click.option("--all", "include_all", is_flag=True, help="include models that do not fit, with what would make them fit"),
+        click.option("--sort", type=click.Choice(SORTS), default="score", show_default=True, help="ranking key"),
+        click.option("--limit", type=int, default=None, help="show the first N models"),
+        click.option("--min-margin", default="0", help="margin below which a plan is 'tight', e.g. 2GiB"),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+@click.command("fit")
+@fit_options
+@click.option("--hub", is_flag=True, help="rank popular text-generation models from the Hugging Face Hub")
+@click.option("--hub-limit", type=int, default=50, show_default=True, help="with --hub: how many listed models")
+@click.option("--hub-search", default=None, help="with --hub: only repos whose name contains this")
+@click.option("--hub-timeout", type=float, default=20.0, show_default=True,
+              help="with --hub: seconds for the listing and every config together")
+@click.option("--token", default=None, help="Hugging Face token (or HF_TOKEN)")
+@click.option("--json", "as_json", is_flag=True, help="print the FitOutput contract (fitprobe schema fit)")
+def fit_command(as_json: bool, hub: bool, hub_limit: int, hub_search: str | None, hub_timeout: float,
+                token: str | None, **opts):
+    """Which models run here, at which format, context and speed: every catalog model ranked.
+
+    Exit code 0 when at least one model runs, 1 when none does, 2 usage error, 4 no probe."""
+    run = build(opts, hub=hub, hub_limit=hub_limit, hub_search=hub_search, hub_timeout=hub_timeout, token=token)
+    if as_json:
+        from fitprobe.contract import fit_to_json
+
+        click.echo(fit_to_json(run.output))
+    else:
+        from fitprobe.fitting import render_table
+
+        click.echo(render_table(run.output))
+    sys.exit(EXIT_FITS if any(r.runs for r in run.output.rows) else EXIT_EXCEEDS)
+
+
+def build(opts: dict, *, hub: bool = False, hub_limit: int = 50, hub_search: str | None = None,
+          hub_timeout: float = 20.0, token: str | None = None, command: str = "fit"):
+    """Hardware (one probe at most), subjects (catalog or Hub), then the ranking."""
+    from fitprobe.app import UsageError
+    from fitprobe.fitting import FitOptions, catalog_subjects, run_fit
+
+    try:
+        options = fit_options_from(opts)
+        hw, source = fit_hardware(opts)
+        if hub:
+            if hub_limit < 1:
+                raise UsageError("--hub-limit must be at least 1")
+            if hub_timeout <= 0:
+                raise UsageError("--hub-timeout must be positive")
+            import os
+
+            from fitprobe.catalogs.hub_list import hub_subjects
+
+            listing = hub_subjects(limit=hub_limit, search=hub_search, timeout=hub_timeout,
+                                   token=token or os.environ.get("HF_TOKEN"))
+            subjects, label, notes = listing.subjects, listing.label, listing.notes
+        else:
+            subjects, label, notes = catalog_subjects(), "bundled catalog", []
+        run = run_fit(subjects, hw, opts=options, hardware_source=source, source=label, command=command)
+        run.output.notes[:0] = notes
+        return run
+    except UsageError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except click.BadParameter as exc:
+        fail(str(exc), EXIT_USAGE)
+
+
+def fit_options_from(opts: dict):
+    from fitprobe.app import UsageError
+    from fitprobe.fitting import FitOptions
+
+    if opts.get("min_ctx") is not None and opts["min_ctx"] <= 0:
+        raise UsageError(f"--min-ctx must be a positive number of tokens, got {opts['min_ctx']}")
+    if opts.get("min_tps") is not None and opts["min_tps"] <= 0:
+        raise UsageError(f"--min-tps must be positive, got {opts['min_tps']:g}")
+    if opts.get("max_params") is not None and opts["max_params"] <= 0:
+        raise UsageError("--max-params must be positive (billions of parameters)")
+    if opts.get("limit") is not None and opts["limit"] < 1:
+        raise UsageError("--limit must be at least 1")
+    return FitOptions(min_ctx=opts.get("min_ctx"), min_tps=opts.get("min_tps"), use_case=opts.get("use_case"),
+                      engine=opts.get("engine"), family=opts.get("family"), max_params_b=opts.get("max_params"),
+                      include_all=opts.get("include_all", False), sort=opts.get("sort", "score"),
+                      limit=opts.get("limit"), min_margin_bytes=parse_bytes(opts.get("min_margin") or "0"))
+
+
+def fit_hardware(opts: dict):
+    """Named hardware, or this machine probed once; (Hardware, 'catalog' | 'probe')."""
+    from fitprobe.app import UsageError, catalog_hardware
+    from fitprobe.commands import HardwareError, probed_hardware
+    from fitprobe.estimator.fields import replace
+
+    frac = opts.get("usable_fraction", 0.95)
+    if not 0 < frac <= 1:
+        raise UsageError("--usable must be a fraction in (0, 1]")
+    ram_gib = opts.get("ram_gib")
+    if ram_gib is not None and ram_gib <= 0:
+        raise UsageError("--ram-gib must be positive")
+    ram = int(ram_gib * (1 << 30)) if ram_gib else None
+    if opts.get("gpu"):
+        return catalog_hardware(opts["gpu"], opts.get("gpus", 1), usable_fraction=frac, ram_bytes=ram,
+                                memory_gib=opts.get("memory_gib")), "catalog"
+    try:
+        hw, _, _ = probed_hardware(frac)
+    except HardwareError as exc:
+        fail(str(exc), EXIT_HARDWARE)
+    if ram:
+        hw = replace(hw, system_ram_bytes=ram)
+    return hw, "probe"
