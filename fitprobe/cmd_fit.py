@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_HARDWARE, EXIT_USAGE, fail, parse_bytes
+from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_HARDWARE, EXIT_MODEL, EXIT_USAGE, fail, parse_bytes
 
 SORTS = ("score", "quality", "speed", "context", "params", "memory")
 USE_CASES = ("chat", "base", "coding", "reasoning", "vision", "embedding")
@@ -82,8 +82,13 @@ def build(opts: dict, *, hub: bool = False, hub_limit: int = 50, hub_search: str
 
             from fitprobe.catalogs.hub_list import hub_subjects
 
-            listing = hub_subjects(limit=hub_limit, search=hub_search, timeout=hub_timeout,
-                                   token=token or os.environ.get("HF_TOKEN"))
+            from fitprobe.catalogs.hub_list import HubListError
+
+            try:
+                listing = hub_subjects(limit=hub_limit, search=hub_search, timeout=hub_timeout,
+                                       token=token or os.environ.get("HF_TOKEN"))
+            except HubListError as exc:
+                fail(str(exc), EXIT_MODEL)
             subjects, label, notes = listing.subjects, listing.label, listing.notes
         else:
             subjects, label, notes = catalog_subjects(), "bundled catalog", []

@@ -2,7 +2,9 @@
 
 Routes (read from the installed client: hf_api.model_info / list_repo_tree / list_models,
 file_download.get_hf_file_metadata + http_get, hf_api.parse_safetensors_file_metadata):
-  GET  /api/models?filter=..&search=..&sort=..&limit=..      model search
+  GET  /api/models?filter=..&pipeline_tag=..&search=..&sort=..&limit=..[&cursor=..]
+                                                              model search, `page_size` per page and a
+                                                              `Link: <..>; rel="next"` header like the Hub
   GET  /api/models/{repo}[/revision/{rev}]                    model info (?blobs=True adds sizes)
   GET  /api/models/{repo}/tree/{rev}[/{path}]?recursive=..    tree listing
   HEAD /{repo}/resolve/{rev}/{path}                           file metadata (X-Repo-Commit, ETag, X-Linked-Size)
@@ -20,7 +22,7 @@ import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 
 @dataclass
@@ -43,6 +45,7 @@ class FakeRepo:
     tags: list[str] = field(default_factory=list)
     downloads: int = 0
     likes: int = 0
+    pipeline_tag: str | None = None
 
 
 def _git_blob_sha(data: bytes) -> str:
@@ -57,6 +60,8 @@ class FakeHub:
         self.renamed: dict[str, str] = {}  # old id (lower) -> new id
         self.accepted_tokens: set[str] = set()  # tokens whose owner accepted every gated licence
         self.info_delay = 0.0  # seconds model info waits before answering (timeout tests)
+        self.list_delay = 0.0  # seconds the model listing waits before answering
+        self.page_size = 1000  # models per listing page (the Hub's own page is 1000)
         self.requests: list[tuple[str, str, dict]] = []
         self.connections: set = set()  # open client sockets, cut on stop() like a lost network
         self._stop = threading.Event()
@@ -265,12 +270,38 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _search(self, query: dict) -> None:
         st = self.state
+        if st.list_delay and st._stop.wait(st.list_delay):
+            return
         filters = [f.lower() for f in query.get("filter", [])]
         text = (query.get("search") or [""])[0].lower()
+        pipeline = (query.get("pipeline_tag") or [""])[0]
         hits = [r for r in st.repos.values()
-                if all(f in [t.lower() for t in r.tags] for f in filters) and text in r.repo_id.lower()]
+                if all(f in [t.lower() for t in r.tags] for f in filters) and text in r.repo_id.lower()
+                and (not pipeline or r.pipeline_tag == pipeline)]
         if (query.get("sort") or [""])[0] == "downloads":
             hits.sort(key=lambda r: -r.downloads)
         limit = int((query.get("limit") or ["1000"])[0])
+        start = int((query.get("cursor") or ["0"])[0])
+        end = min(limit, start + st.page_size, len(hits))
+        headers = {}
+        if end < min(limit, len(hits)):  # more to come: the next page's URL carries every parameter
+            params = [(k, v) for k, vs in query.items() if k != "cursor" for v in vs] + [("cursor", str(end))]
+            headers["Link"] = f'<{st.url}/api/models?{urlencode(params)}>; rel="next"'
         self._json(200, [{"_id": r.sha[:24], "id": r.repo_id, "modelId": r.repo_id, "downloads": r.downloads,
-                          "likes": r.likes, "tags": r.tags, "private": False} for r in hits[:limit]])
+                          "likes": r.likes, "tags": r.tags, "private": False, "pipeline_tag": r.pipeline_tag}
+                         for r in hits[start:end]], headers)
+
+
+def listing_repos(configs: dict[str, dict], count: int) -> list[FakeRepo]:
+    """`count` text-generation repos cycling over real configs (name -> config.json), most downloaded
+    first: org{i}/{name}-v{k}, each with its config.json and the Hub tags a transformers repo carries."""
+    names = sorted(configs)
+    repos = []
+    for i in range(count):
+        name = names[i % len(names)]
+        data = json.dumps(configs[name]).encode()
+        sha = hashlib.sha1(f"listing-{i}".encode()).hexdigest()
+        repos.append(FakeRepo(f"org{i % 7}/{name}-v{i // len(names)}", sha, files={"config.json": data},
+                              tags=["transformers", "safetensors", "text-generation", "conversational"],
+                              downloads=10_000_000 - i * 1000, likes=count - i, pipeline_tag="text-generation"))
+    return repos
