@@ -33,13 +33,16 @@ def _report_options(f):
 
 
 @click.command("report")
-@click.argument("model")
+@click.argument("model", required=False)
 @click.option("--gpu", default=None, help="catalog GPU name or 'cpu' (default: probe this machine)")
 @click.option("--gpus", type=int, default=1, show_default=True, help="number of identical GPUs")
 @size_options
 @_report_options
 def report_command(model, gpu, gpus, **opts):
-    """The full report for MODEL on named (--gpu) or probed hardware."""
+    """The full report for MODEL on named (--gpu) or probed hardware; without MODEL, the hardware page:
+    which catalog models run there, at which format and speed (as `fitprobe fit`)."""
+    if model is None:
+        hardware_page(gpu, gpus, opts)
     sized = build(model, gpu, gpus, opts)
     out = sized.output
     if opts["html_path"]:
@@ -59,6 +62,34 @@ def report_command(model, gpu, gpus, **opts):
     else:
         click.echo(f"wrote {opts['html_path']}")
     sys.exit(EXIT_EXCEEDS if out.verdict.status == "exceeds" else EXIT_FITS)
+
+
+def hardware_page(gpu: str | None, gpus: int, opts: dict) -> None:
+    """`report` without MODEL: the ranking of `fitprobe fit` as a page (text, --json FitOutput, --html)."""
+    from fitprobe.cmd_fit import build as build_fit
+
+    fit_opts = {"gpu": gpu, "gpus": gpus, "ram_gib": opts.get("ram_gib"), "usable_fraction": opts["usable_fraction"],
+                "engine": opts.get("engine"), "min_margin": opts.get("min_margin"), "sort": "score"}
+    out = build_fit(fit_opts, command="report").output
+    if opts["html_path"]:
+        from .html_report import render_hardware_html
+
+        try:
+            with open(opts["html_path"], "w", encoding="utf-8") as fh:
+                fh.write(render_hardware_html(out))
+        except OSError as exc:
+            fail(f"cannot write {opts['html_path']}: {exc.strerror}", EXIT_USAGE)
+    if opts["as_json"]:
+        from fitprobe.contract import fit_to_json
+
+        click.echo(fit_to_json(out))
+    elif not opts["html_path"]:
+        from fitprobe.fitting import render_table
+
+        click.echo(render_table(out))
+    else:
+        click.echo(f"wrote {opts['html_path']}")
+    sys.exit(EXIT_FITS if any(r.runs for r in out.rows) else EXIT_EXCEEDS)
 
 
 def build(model: str, gpu: str | None, gpus: int, opts: dict):

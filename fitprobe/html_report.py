@@ -181,3 +181,34 @@ def render_html(o) -> str:
         h.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in o.notes) + "</ul>")
     h.append(f"<p class='muted'>fitprobe report · schema {escape(o.schema_version)}</p></body></html>")
     return "".join(h)
+
+
+def render_hardware_html(o) -> str:
+    """The hardware page (`report` without MODEL): what runs here, at which format and speed (a FitOutput)."""
+    hw = o.hardware
+    title = f"What runs on {hw.name}"
+    ram = f"{hw.system_ram_bytes / GIB:,.0f} GiB" if hw.system_ram_bytes else "not given"
+    h = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)} — fitprobe</title>"
+         f"<style>{CSS}</style></head><body><h1>{escape(title)}</h1>",
+         f"<div class='muted'>{escape(o.source)} · sorted by {escape(o.sort)} · context target {o.context_target:,} "
+         f"tokens · score = quality × speed factor × context factor</div>",
+         "<div class='cards'>" + "".join(f"<div class='card'>{lab}<b>{val}</b></div>" for lab, val in [
+             ("Accelerators", _v("hardware.count", hw.count)),
+             ("Usable (GiB)", _gib("hardware.usable_bytes", hw.usable_bytes)),
+             ("System RAM", escape(ram)),
+             ("Models that run", _v("rows.runs", sum(r.runs for r in o.rows)))]) + "</div>"]
+    rows = [[_v(f"rows.{i}.rank", r.rank), escape(r.model), escape(r.quant), escape(r.engine),
+             _v(f"rows.{i}.context", r.context, f"{r.context:,}"), escape(r.placement),
+             _gib(f"rows.{i}.total_bytes", r.total_bytes + r.host_bytes), _gib(f"rows.{i}.margin_bytes", r.margin_bytes),
+             _f(f"rows.{i}.decode_tps", r.decode_tps), _f(f"rows.{i}.prefill_tps", r.prefill_tps, "{:,.0f}"),
+             _st(r.status), _f(f"rows.{i}.score.score", r.score.score)] for i, r in enumerate(o.rows)]
+    h.append("<h2>Models on this hardware</h2>" + _table(
+        ["#", "model", "format", "engine", "context", "placement", "memory GiB", "margin GiB", "decode tok/s",
+         "prefill tok/s", "fit", "score"], rows))
+    if o.unsupported:
+        h.append("<h2>Not sized</h2><ul>" + "".join(f"<li>{escape(u.model)}: {escape(u.reason)}</li>"
+                                                   for u in o.unsupported) + "</ul>")
+    if o.notes:
+        h.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in o.notes) + "</ul>")
+    h.append(f"<p class='muted'>fitprobe report (hardware page) · schema {escape(o.schema_version)}</p></body></html>")
+    return "".join(h)
