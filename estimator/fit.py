@@ -163,12 +163,18 @@ def retention_of(fmt: QuantFormat, facts: ModelFacts, ctx: FitContext, bits) -> 
     of the quantized linear layers), else at `bits(fmt)`, the bits per weight of this model."""
     if fmt.name == facts.native:
         return 1.0, f"{fmt.name}: the published weights"
-    kept, how = ctx.quality.retention(fmt.name, nominal_bits(fmt) or bits(fmt))
+    kept, how = ctx.quality.retention(fmt.name, _bits_for_curve(fmt, ctx, bits))
     if facts.native != "BF16":
         native = ctx.table.find(facts.native)
-        native_kept, _ = ctx.quality.retention(facts.native, nominal_bits(native) or bits(native))
+        native_kept, _ = ctx.quality.retention(facts.native, _bits_for_curve(native, ctx, bits))
         kept = min(1.0, kept / native_kept) if native_kept > 0 else kept
     return kept, how
+
+
+def _bits_for_curve(fmt: QuantFormat, ctx: FitContext, bits) -> float:
+    if ctx.quality.nominal_bits(fmt.name) is not None:
+        return 0.0  # measured: its own value is used, not the curve
+    return nominal_bits(fmt) or bits(fmt)
 
 
 def nominal_bits(fmt: QuantFormat) -> float | None:
@@ -194,9 +200,21 @@ def fit_model(facts: ModelFacts, ctx: FitContext, *, context: int | None = None)
     if not (hw.devices and all(d.unified_memory for d in hw.devices)):
         capacity += int((hw.system_ram_bytes or 0) * hw.usable_fraction)
     todo = []
+    out: list[Scored] = []
     for engine in engines:
-        for order, fmt in enumerate(engine_formats(engine, facts, ctx)):
-            if facts.native != "BF16" and fmt.name != facts.native and bits(fmt) > native_bits * 1.02:
+        formats = engine_formats(engine, facts, ctx)
+        smallest = formats[-1]
+        rough_min = (nominal_bits(smallest) or ctx.quality.nominal_bits(smallest.name) or 16.0) * params / 8
+        w_min = sizer.weights(smallest)[0].total if capacity > 0 and rough_min > capacity / 2 else 0
+        if w_min > capacity:  # the ladder only grows: no format of this engine can fit
+            kept, how = retention_of(smallest, facts, ctx, bits)
+            out.append(score(replace(_candidate(facts, params, engine, smallest, w_min * 8 / params, base_q * kept,
+                                                f"{basis} x {kept:.3f} ({how})"),
+                                     total_bytes=w_min, margin_bytes=capacity - w_min), ctx.policy))
+            continue
+        for order, fmt in enumerate(formats):
+            wide = nominal_bits(fmt) or ctx.quality.nominal_bits(fmt.name) or bits(fmt)
+            if facts.native != "BF16" and fmt.name != facts.native and wide > native_bits * 1.02:
                 continue  # wider than the published weights: no quality to gain, only memory to lose
             kept, how = retention_of(fmt, facts, ctx, bits)
             q = base_q * kept
@@ -206,7 +224,6 @@ def fit_model(facts: ModelFacts, ctx: FitContext, *, context: int | None = None)
     # best first by a rough bound (nominal bits), so a plan that runs fast is found early and prunes the rest
     todo.sort(key=lambda t: (-t[0], -t[1], -t[2]))
     best = 0.0
-    out: list[Scored] = []
     plans, inputs = {}, {}
     skipped = 0
     cf_max = score(_blank(facts, min(target, spec.max_context or target)), ctx.policy).context_factor
