@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write docs/json-contract.md from the PlanOutput model itself, so the doc cannot drift.
+"""Write docs/json-contract.md from the PlanOutput and FitOutput models, so the doc cannot drift.
 
     python scripts/contract_doc.py            # rewrite the doc
     python scripts/contract_doc.py --check    # exit 1 if the doc is out of date (a test runs this)
@@ -61,13 +61,28 @@ def _walk(schema: dict, defs: dict, prefix: str, rows: list[str], seen: set[str]
             _walk(defs[target], defs, path + suffix, rows, seen | {target})
 
 
-def render() -> str:
-    from fitprobe.contract import json_schema
+FIT_HEADER = """
+## `fitprobe fit --json` and `report --json` without MODEL: `FitOutput`
 
-    schema = json_schema()
+`fitprobe schema fit` prints its JSON Schema (`fitprobe/fit_schema.py`). One row per model, its best plan,
+ranked; the score and its factors are explained in [fit.md](fit.md). Exit codes: 0 when at least one model runs,
+1 when none does, 2 usage error, 3 no Hub listing (offline with nothing cached), 4 hardware not probeable.
+
+| field | type | meaning |
+|---|---|---|
+"""
+
+
+def _table(schema: dict) -> str:
     rows: list[str] = []
     _walk(schema, schema.get("$defs", {}), "", rows, set())
-    return HEADER + "\n".join(rows) + "\n"
+    return "\n".join(rows) + "\n"
+
+
+def render() -> str:
+    from fitprobe.contract import fit_json_schema, json_schema
+
+    return HEADER + _table(json_schema()) + FIT_HEADER + _table(fit_json_schema())
 
 
 def main() -> int:

@@ -136,3 +136,18 @@ def test_more_memory_never_lowers_a_models_score(pipeline, model, gib, more, ram
         return max((s.score for s in fit.scored), default=0.0)
 
     assert best(gib + more) >= best(gib) - 1e-9
+
+
+def test_fit_is_registered_lazily():
+    """`fit` shows in --help, but the plain plan path never imports its modules."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom fitprobe import cli\nsys.argv=['fitprobe','plan','qwen3-8b','--gpu','rtx-4090']\n"
+            "try:\n    cli.entry()\nexcept SystemExit:\n    pass\n"
+            "mods = ('fitprobe.cmd_fit', 'fitprobe.fitting', 'fitprobe.estimator.rank', 'fitprobe.estimator.fit')\n"
+            "print(sorted(m for m in mods if m in sys.modules), file=sys.stderr)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "Verdict" in run.stdout and run.stderr.strip().splitlines()[-1] == "[]"
+    code, out, _ = (lambda r: (r.exit_code, r.stdout, r.stderr))(CliRunner().invoke(main, ["--help"]))
+    assert code == 0 and "fit " in out
