@@ -158,17 +158,13 @@ def base_quality(facts: ModelFacts, counts) -> tuple[float, str]:
 
 
 def retention_of(fmt: QuantFormat, facts: ModelFacts, ctx: FitContext, bits) -> tuple[float, str]:
-    """Share of quality a format keeps, relative to the published weights (1 for those themselves).
+    """Share of quality a format keeps: 1 for the published weights themselves; any other format loses
+    what it loses from 16 bit (a model published quantized is requantized from its 16-bit form).
     Formats the scoreboard did not measure are read at their nominal bits (checkpoint formats: those
     of the quantized linear layers), else at `bits(fmt)`, the bits per weight of this model."""
     if fmt.name == facts.native:
         return 1.0, f"{fmt.name}: the published weights"
-    kept, how = ctx.quality.retention(fmt.name, _bits_for_curve(fmt, ctx, bits))
-    if facts.native != "BF16":
-        native = ctx.table.find(facts.native)
-        native_kept, _ = ctx.quality.retention(facts.native, _bits_for_curve(native, ctx, bits))
-        kept = min(1.0, kept / native_kept) if native_kept > 0 else kept
-    return kept, how
+    return ctx.quality.retention(fmt.name, _bits_for_curve(fmt, ctx, bits))
 
 
 def _bits_for_curve(fmt: QuantFormat, ctx: FitContext, bits) -> float:
