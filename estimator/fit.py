@@ -74,7 +74,6 @@ class ModelFit:
     scored: list[Scored]
     plans: dict[tuple[str, str], LaunchPlan]  # (engine, quant) -> plan, for the commands
     inputs: dict[tuple[str, str], LaunchInput]
-    skipped: int = 0  # candidates pruned by the bound (could not beat the best)
 
 
 def published_format(spec: ModelSpec, table: QuantTable) -> str:
@@ -177,14 +176,14 @@ def nominal_bits(fmt: QuantFormat) -> float | None:
     return fmt.linear_bpw or (fmt.bits if fmt.kind != "gguf" else None)
 
 
-def fit_model(facts: ModelFacts, ctx: FitContext, *, context: int | None = None) -> ModelFit:
+def fit_model(facts: ModelFacts, ctx: FitContext) -> ModelFit:
     """Candidates for one model on ctx.hw, best first; planners run only where a candidate could win."""
     spec, hw = facts.spec, ctx.hw
     sizer = Sizer(spec, ctx.table, hw, error_band=ctx.error_band, min_margin_bytes=ctx.min_margin_bytes)
     counts = facts.counts
     params = max(1, counts.text)
     base_q, basis = base_quality(facts, counts)
-    target = context or ctx.policy.context_target
+    target = ctx.policy.context_target
     engines = [e for e in (ctx.engines or engines_for(hw)) if ctx.engines or e in RANKED_ENGINES]
 
     def bits(fmt: QuantFormat) -> float:
@@ -221,16 +220,13 @@ def fit_model(facts: ModelFacts, ctx: FitContext, *, context: int | None = None)
     todo.sort(key=lambda t: (-t[0], -t[1], -t[2]))
     best = 0.0
     plans, inputs = {}, {}
-    skipped = 0
     cf_max = score(_blank(facts, min(target, spec.max_context or target)), ctx.policy).context_factor
     for _, q, _, engine, fmt, why in todo:
         if q * cf_max <= best:
-            skipped += 1
             continue
         weights_total = sizer.weights(fmt)[0].total
         if q * cf_max * speed_class(decode_ceiling(weights_total, spec, counts, hw, engine, ctx.calibration))[0] <= best:
-            skipped += 1  # even at the memory-bandwidth ceiling it could not outscore the best
-            continue
+            continue  # even at the memory-bandwidth ceiling it could not outscore the best
         base = _candidate(facts, params, engine, fmt, weights_total * 8 / params, q, why)
         if capacity > 0 and weights_total > capacity:
             out.append(score(replace(base, context=0, status="exceeds", placement="none",
@@ -254,7 +250,7 @@ def fit_model(facts: ModelFacts, ctx: FitContext, *, context: int | None = None)
         plans[(plan.engine, plan.quant)] = plan
         inputs[(plan.engine, plan.quant)] = inp
         best = max(best, s.score)
-    return ModelFit(facts=facts, scored=out, plans=plans, inputs=inputs, skipped=skipped)
+    return ModelFit(facts=facts, scored=out, plans=plans, inputs=inputs)
 
 
 def stretch(fit: ModelFit, s: Scored, ctx: FitContext, *, limit: int) -> Scored:

@@ -7,8 +7,8 @@ import click
 
 from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_HARDWARE, EXIT_MODEL, EXIT_USAGE, fail, parse_bytes
 
-SORTS = ("score", "quality", "speed", "context", "params", "memory")
-USE_CASES = ("chat", "base", "coding", "reasoning", "vision", "embedding")
+from fitprobe.catalogs.model_uses import USE_CASES
+from fitprobe.estimator.rank import SORTS
 
 
 def fit_options(f):
@@ -68,7 +68,7 @@ def build(opts: dict, *, hub: bool = False, hub_limit: int = 50, hub_search: str
           hub_timeout: float = 20.0, token: str | None = None, command: str = "fit"):
     """Hardware (one probe at most), subjects (catalog or Hub), then the ranking."""
     from fitprobe.app import UsageError
-    from fitprobe.fitting import FitOptions, catalog_subjects, run_fit
+    from fitprobe.fitting import catalog_subjects, run_fit
 
     try:
         options = fit_options_from(opts)

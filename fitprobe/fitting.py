@@ -2,12 +2,12 @@
 its best plan, ranked (estimator/rank.py). Shared by `fit` and the report's hardware page."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fitprobe.estimator.fields import replace
 
 GIB = 1 << 30
-# Context `--all` asks of a model that does not fit, for the fixes (what would make it fit).
+# The format whose fixes `--all` shows for a model that does not fit (llama.cpp's common default).
 FIX_FORMAT = "Q4_K_M"
 
 
@@ -39,7 +39,6 @@ class Subject:
 class FitRun:
     output: object  # fit_schema.FitOutput
     elapsed_s: float = 0.0
-    notes: list[str] = field(default_factory=list)
 
 
 def catalog_subjects() -> list[Subject]:
@@ -201,9 +200,6 @@ def _would_fit(fit, ctx) -> list[str]:
     inp = LaunchInput(spec=f.spec, fmt=fmt, settings=st, hw=ctx.hw, sizer=sizer, table=ctx.table, hf_id=f.hf_id)
     fixes = find_fixes(inp)
     return [f"{x.change} ({x.cost})" for x in fixes[:3]]
-
-
-COLUMNS = (" #", "model", "quant", "engine", "ctx", "GiB", "margin", "tok/s", "pp t/s", "runs", "score")
 
 
 def render_table(out) -> str:
