@@ -98,3 +98,15 @@ def test_retention_falls_with_every_step_down_the_ladder():
     quality = load_quant_quality()
     fp8 = quality.retention("FP8", 8.0)[0]
     assert retention("Q6_K") < fp8 < 1.0  # read off the curve between its measured neighbours
+
+
+def test_a_published_benchmark_replaces_the_size_proxy():
+    from fitprobe.catalogs.resolve import resolve
+    from fitprobe.estimator.fit import ModelFacts, base_quality
+    from fitprobe.estimator.rank import Benchmark
+
+    spec = resolve("qwen3-8b").spec
+    plain = ModelFacts(name="qwen3-8b", spec=spec)
+    scored = ModelFacts(name="qwen3-8b", spec=spec, benchmark=Benchmark(name="X-bench", score=71.5, source="card"))
+    assert base_quality(plain, plain.counts) == (size_points(plain.counts.text), "size proxy")
+    assert base_quality(scored, scored.counts) == (71.5, "X-bench 71.5")
