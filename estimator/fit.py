@@ -1,10 +1,12 @@
 """One model on one hardware set, every format worth trying: the candidates `rank` orders.
 
 The launch planners do the work (each one searches KV type, offload and context until its plan
-fits); this module only chooses which (engine, format) pairs to ask, in order of quality, and
-stops once no format left could beat the best score found (its quality times the best speed and
-context factors is an upper bound). `deploy` and `plan_speed` are the two seams to the planners
-and the speed model, so their improvements flow in unchanged.
+fits); this module only chooses which (engine, format) pairs to ask. Each pair has an upper bound
+on its score: its quality x the best context factor x the speed class of a decode ceiling (active
+weights at full calibrated bandwidth, no KV, no overhead). Pairs are asked best bound first and
+skipped once their bound cannot beat the best score found, so the result is the true best while
+most pairs are never planned. `deploy` and `plan_speed` are the two seams to the planners and the
+speed model, so their improvements flow in unchanged.
 """
 from __future__ import annotations
 
