@@ -29,7 +29,11 @@ from .tensors import param_counts
 GGUF_LADDER = ("BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "IQ3_XXS", "Q2_K", "IQ2_XXS", "IQ1_M")
 # Checkpoint formats vLLM / SGLang serve from the published repo (FP8 quantized on load) or an AWQ repo.
 CHECKPOINT_LADDER = ("BF16", "FP8", "AWQ")
-SPEED_DEPTH = 4096  # decode speed is quoted with this many tokens in the cache, whatever the plan's maximum
+# Decode speed is quoted at the start of a conversation, as llama-bench's tg test measures it: 256
+# tokens (one llama.cpp cache pad) in an 8-bit cache, whatever KV type and length the plan reserves.
+# So a plan never scores slower because extra memory let the planner keep a wider or longer cache.
+SPEED_DEPTH = 256
+SPEED_KV = {"llama.cpp": "q8_0", "ollama": "q8_0", "mlx": "q8_0", "vllm": "fp8", "sglang": "fp8"}
 RANKED_ENGINES = ("llama.cpp", "vllm", "mlx")  # Ollama and SGLang size like llama.cpp and vLLM: asked by name only
 
 
@@ -114,13 +118,13 @@ def deploy(inp: LaunchInput, engine: str) -> LaunchPlan:
 
 
 def plan_speed(inp: LaunchInput, plan: LaunchPlan, *, depth: int = SPEED_DEPTH) -> Speed | None:
-    """Decode and prefill speed of a launch plan with `depth` tokens in the cache (None without figures)."""
+    """Decode and prefill speed of a launch plan with `depth` tokens in an 8-bit cache (None without figures)."""
     fmt = inp.table.find(plan.quant) or inp.fmt
     hw = inp.hw
     if plan.engine in ("vllm", "sglang"):
         hw = replace(hw, devices=hw.devices[:plan.tensor_parallel])
     st = replace(inp.settings, engine=plan.engine, quant=fmt.name, context=min(plan.context, depth),
-                 kv_cache_dtype=plan.kv_cache_dtype, gpu_layers=plan.gpu_layers)
+                 kv_cache_dtype=SPEED_KV.get(plan.engine, plan.kv_cache_dtype), gpu_layers=plan.gpu_layers)
     try:
         sized = size(inp, fmt, st, hw)
         return estimate_speed(inp.spec, inp.sizer.weights(fmt)[0], st, hw, sized.mem,

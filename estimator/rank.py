@@ -1,6 +1,6 @@
 """Ranking sized plans for "what can I run here?": a score a person can recompute by hand.
 
-    score = quality x speed factor x context factor (x 0.9 when the verdict is 'tight')
+    score = quality x speed factor x context factor
 
 - quality (0-100): the model's published benchmark score when the catalog holds one, else a size
   proxy, 10 x log2(1 + B) with B the parameters in billions (MoE: sqrt(total x active), the usual
@@ -12,8 +12,11 @@
   Classes, not a curve: inside one class a more precise format always wins.
 - context factor: sqrt(min(1, context / target)), target 32K tokens or --min-ctx.
 
+A tight verdict (inside the estimate's error band) is shown, and loses ties to 'fits', but costs no
+score: planners fill memory up to the band on purpose, so a penalty would make more memory score less.
 Order: plans that run (fits, tight) before plans that do not, whatever the sort; then the sort key
-(score by default), then bits per weight, context and speed. A model's row is its best-ranked plan.
+(score by default), then fits before tight, bits per weight, context and speed. A model's row is its
+best-ranked plan.
 """
 from __future__ import annotations
 
@@ -27,7 +30,6 @@ SPEED_CLASSES: tuple[tuple[float, float, str], ...] = (
     (4 * READING_TPS, 1.0, "fast"), (READING_TPS, 0.75, "reading speed"),
     (READING_TPS / 5, 0.4, "slow"), (0.0, 0.1, "crawl"))
 DEFAULT_CONTEXT_TARGET = 32768
-TIGHT_FACTOR = 0.9
 SORTS = ("score", "quality", "speed", "context", "params", "memory")
 Sort = Literal["score", "quality", "speed", "context", "params", "memory"]
 
@@ -105,7 +107,7 @@ class Candidate:
     total_bytes: int = doc(description="accelerator memory the plan needs")
     host_bytes: int = doc(description="system RAM the plan needs")
     margin_bytes: int = doc(description="usable minus needed on the tightest device")
-    decode_tps: float | None = doc(default=None, description="tokens/s per sequence at a 4K-token depth")
+    decode_tps: float | None = doc(default=None, description="tokens/s per sequence at a conversation's start")
     prefill_tps: float | None = doc(default=None, description="prompt tokens/s for a 4K-token prompt")
     quality: float = doc(ge=0, le=100, description="quality points at this format")
     quality_basis: str = ""
@@ -120,7 +122,7 @@ class RankPolicy:
 @record
 class Scored:
     candidate: Candidate
-    score: float = doc(description="quality x speed factor x context factor (x 0.9 tight); 0 when it does not run")
+    score: float = doc(description="quality x speed factor x context factor; 0 when it does not run")
     speed_factor: float
     speed_class: str
     context_factor: float
@@ -140,7 +142,7 @@ def score(c: Candidate, policy: RankPolicy) -> Scored:
     runs = c.status in ("fits", "tight")
     sf, sname = speed_class(c.decode_tps)
     cf = math.sqrt(min(1.0, c.context / policy.context_target)) if c.context > 0 else 0.0
-    value = c.quality * sf * cf * (TIGHT_FACTOR if c.status == "tight" else 1.0) if runs else 0.0
+    value = c.quality * sf * cf if runs else 0.0
     return Scored(candidate=c, score=round(value, 6), speed_factor=sf, speed_class=sname, context_factor=cf, runs=runs)
 
 
@@ -148,7 +150,8 @@ def _key(s: Scored, sort: str) -> tuple:
     c = s.candidate
     primary = {"score": -s.score, "quality": -c.quality, "speed": -(c.decode_tps or 0.0), "context": -c.context,
                "params": -c.params, "memory": c.total_bytes + c.host_bytes}[sort]
-    return (not s.runs, primary, -s.score, -c.bits_per_weight, -c.context, -(c.decode_tps or 0.0), c.model, c.engine)
+    return (not s.runs, primary, -s.score, c.status == "tight", -c.bits_per_weight, -c.context,
+            -(c.decode_tps or 0.0), c.model, c.engine)
 
 
 def rank(candidates: list[Candidate], policy: RankPolicy) -> list[Scored]:

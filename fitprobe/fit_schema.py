@@ -24,7 +24,7 @@ class FitHardware:
 class FitScore:
     """The score and its factors, so a reader can recompute it (docs/fit.md)."""
 
-    score: float = doc(description="quality x speed_factor x context_factor (x 0.9 when tight); 0 when it does not run")
+    score: float = doc(description="quality x speed_factor x context_factor; 0 when it does not run")
     quality: float = doc(description="quality points (0-100) of the model at this format")
     quality_basis: str = doc(description="benchmark or size proxy, and the format's retention with its basis")
     speed_factor: float = doc(description="1.0 fast (>= 4x reading speed), 0.75 reading speed, 0.4 slow, 0.1 crawl")
@@ -52,7 +52,8 @@ class FitRow:
     total_bytes: int = doc(description="accelerator memory the plan needs")
     host_bytes: int = doc(description="system RAM the plan needs")
     margin_bytes: int = doc(description="usable minus needed on the tightest device (negative = short)")
-    decode_tps: float | None = doc(default=None, description="tokens/s per sequence with 4K tokens in the cache")
+    decode_tps: float | None = doc(default=None, description="tokens/s per sequence at the start of a conversation "
+                                                               "(256 tokens in an 8-bit cache, like llama-bench tg)")
     prefill_tps: float | None = doc(default=None, description="prompt tokens/s for a 4K-token prompt")
     score: FitScore
     command: str = doc(default="", description="the launch command of this plan")

@@ -218,7 +218,7 @@ def render_table(out) -> str:
             lines.append(f"{'':>4}would fit: {_cut(r.would_fit[0], 84)}")
     if not out.rows:
         lines.append("  nothing matches" + ("" if out.considered else ": no model passed the filters"))
-    lines.append("runs: GPU = all on the accelerators, GPU+RAM = offloads, ~ = tight; tok/s with 4K in the cache")
+    lines.append("runs: GPU = all on the accelerators, GPU+RAM = offloads, ~ = tight; tok/s at a conversation's start")
     lines.append("score = quality x speed factor x context factor (docs/fit.md; --json has each factor)")
     if out.unsupported:
         lines.append(f"not sized ({len(out.unsupported)}): " + "; ".join(f"{u.model}: {u.reason}" for u in out.unsupported[:5])

@@ -87,7 +87,7 @@ def test_score_is_the_product_a_reader_can_recompute():
     s = score(c, RankPolicy(context_target=32768))
     assert s.speed_factor == 0.75 and s.speed_class == "reading speed"
     assert math.isclose(s.context_factor, 0.5)
-    assert math.isclose(s.score, c.quality * 0.75 * 0.5 * 0.9, rel_tol=1e-6)
+    assert math.isclose(s.score, c.quality * 0.75 * 0.5, rel_tol=1e-6)
     assert math.isclose(size_points(8 * 10**9), 10 * math.log2(9))
     assert math.isclose(retention("Q4_K_M"), math.exp(-0.031273))
 
