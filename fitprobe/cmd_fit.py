@@ -133,8 +133,11 @@ def fit_hardware(opts: dict):
         raise UsageError("--ram-gib must be positive")
     ram = int(ram_gib * (1 << 30)) if ram_gib else None
     if opts.get("gpu"):
-        return catalog_hardware(opts["gpu"], opts.get("gpus", 1), usable_fraction=frac, ram_bytes=ram,
-                                memory_gib=opts.get("memory_gib")), "catalog"
+        hw = catalog_hardware(opts["gpu"], opts.get("gpus", 1), usable_fraction=frac, ram_bytes=ram,
+                              memory_gib=opts.get("memory_gib"))
+        if not hw.devices and hw.system_ram_bytes is None:
+            raise UsageError("--gpu cpu sizes on system RAM: pass --ram-gib")
+        return hw, "catalog"
     try:
         hw, _, _ = probed_hardware(frac)
     except HardwareError as exc:

@@ -91,6 +91,7 @@ def test_json_validates_against_fitprobe_schema_fit(on_4090):
 @pytest.mark.parametrize("args,needle", [
     (["--min-ctx", "0"], "--min-ctx"), (["--limit", "0"], "--limit"), (["--max-params", "-1"], "--max-params"),
     (["--gpu", "RTX 9999"], "unknown GPU"), (["--sort", "vibes"], "vibes"), (["--min-tps", "-2"], "--min-tps"),
+    (["--gpu", "cpu"], "--ram-gib"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle):
     code, out, err = run("fit", *(["--gpu", "RTX 4090"] if "--gpu" not in args else []), *args)
