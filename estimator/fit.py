@@ -260,22 +260,47 @@ def fit_model(facts: ModelFacts, ctx: FitContext) -> ModelFit:
 
 
 def stretch(fit: ModelFit, s: Scored, ctx: FitContext, *, limit: int) -> Scored:
-    """The same plan at the model's longest context (up to `limit`) when that needs no more offload."""
+    """The same plan at the longest context, up to the model's maximum and `limit`, that needs no more
+    offload. vLLM's planner searches max-model-len itself; for llama.cpp-style plans the context is
+    halved from the longest until one estimate (the plan's layers, its KV type or q8_0) fits, and the
+    planner is asked only for that one."""
     c = s.candidate
     inp = fit.inputs.get((c.engine, c.quant))
     longest = min(limit, fit.facts.spec.max_context or 0)
     if inp is None or not s.runs or longest <= c.context:
         return s
-    plan = deploy(LaunchInput(**{**inp.__dict__, "settings": replace(inp.settings, context=longest)}), c.engine)
     old = fit.plans[(c.engine, c.quant)]
+    if c.engine not in ("vllm", "sglang"):
+        longest = _longest_estimated(inp, old, c.context, longest)
+        if longest is None:
+            return s
+    wider = LaunchInput(**{**inp.__dict__, "settings": replace(inp.settings, context=longest)})
+    plan = deploy(wider, c.engine)
     same_place = (plan.gpu_layers == old.gpu_layers and plan.cpu_moe_layers == old.cpu_moe_layers
                   and not any(f.flag == "--cpu-offload-gb" for f in plan.flags))
     if not plan.fits or plan.context <= c.context or not same_place or plan.status != c.status:
         return s
     fit.plans[(c.engine, c.quant)] = plan
-    fit.inputs[(c.engine, c.quant)] = LaunchInput(**{**inp.__dict__, "settings": replace(inp.settings, context=longest)})
+    fit.inputs[(c.engine, c.quant)] = wider
     return score(replace(c, context=plan.context, total_bytes=plan.total_bytes, host_bytes=plan.host_bytes,
                          margin_bytes=plan.margin_bytes), ctx.policy)
+
+
+def _longest_estimated(inp: LaunchInput, plan: LaunchPlan, current: int, longest: int) -> int | None:
+    if plan.cpu_moe_layers:
+        return None  # expert offload is placed after sizing: only the planner can say
+    fmt = inp.table.find(plan.quant) or inp.fmt
+    layers = None if plan.gpu_layers is None or plan.gpu_layers > inp.spec.n_layers else plan.gpu_layers
+    kv_types = dict.fromkeys([plan.kv_cache_dtype, "q8_0"] if plan.engine != "mlx" else [plan.kv_cache_dtype])
+    n = longest
+    while n > current:
+        for kv in kv_types:
+            st = replace(inp.settings, engine=plan.engine, quant=fmt.name, context=n, kv_cache_dtype=kv,
+                         gpu_layers=layers if inp.hw.devices else 0)
+            if size(inp, fmt, st).ok:
+                return n
+        n //= 2
+    return None
 
 
 def _candidate(facts: ModelFacts, params: int, engine: str, fmt: QuantFormat, bits: float, q: float,
