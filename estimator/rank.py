@@ -156,7 +156,12 @@ def _key(s: Scored, sort: str) -> tuple:
 
 def rank(candidates: list[Candidate], policy: RankPolicy) -> list[Scored]:
     """Every candidate scored and ordered: runnable first, then by the policy's sort."""
-    return sorted((score(c, policy) for c in candidates), key=lambda s: _key(s, policy.sort))
+    return order([score(c, policy) for c in candidates], policy.sort)
+
+
+def order(scored: list[Scored], sort: str = "score") -> list[Scored]:
+    """Scored plans ordered: runnable first, then by `sort` and the tie-breaks."""
+    return sorted(scored, key=lambda s: _key(s, sort))
 
 
 def best_per_model(ranked: list[Scored]) -> list[Scored]:

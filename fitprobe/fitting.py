@@ -97,7 +97,7 @@ def run_fit(subjects: list[Subject], hw, *, opts: FitOptions, hardware_source: s
     from fitprobe.catalogs.quants import quant_table
     from fitprobe.catalogs.speed_calibration import load_calibration
     from fitprobe.estimator.fit import FitContext, fit_model, stretch
-    from fitprobe.estimator.rank import DEFAULT_CONTEXT_TARGET, RankPolicy, best_per_model, rank
+    from fitprobe.estimator.rank import DEFAULT_CONTEXT_TARGET, RankPolicy, best_per_model, order, rank
     from fitprobe.fit_schema import FitOutput, FitUnsupported
 
     t0 = time.perf_counter()
@@ -120,18 +120,15 @@ def run_fit(subjects: list[Subject], hw, *, opts: FitOptions, hardware_source: s
         kept = [c for c in fit.scored if _plan_ok(c, opts)]
         ranked = best_per_model(rank([c.candidate for c in kept], policy)) if kept else []
         if not ranked and opts.include_all and fit.scored:
-            # it does not run (or not as asked): show its lightest plan, with what would make it fit
-            ranked = [min(fit.scored, key=lambda c: c.candidate.total_bytes + c.candidate.host_bytes)]
-            ranked = [replace(r, runs=False, score=0.0) for r in ranked]
+            # it does not run (or not as --min-ctx/--min-tps ask): its lightest plan, with what would make it fit
+            lightest = min(fit.scored, key=lambda c: c.candidate.total_bytes + c.candidate.host_bytes)
+            ranked = [replace(lightest, runs=False, score=0.0)]
         if ranked:
             best = ranked[0]
             if best.runs:
                 best = stretch(fit, best, ctx, limit=opts.max_context)
             chosen.append(best)
-    ordered = rank([c.candidate for c in chosen], policy)
-    by_model = {c.candidate.model: c for c in chosen}
-    final = [by_model[o.candidate.model] for o in ordered if o.candidate.model in by_model]
-    final = [c for c in final if c.runs or opts.include_all]
+    final = [c for c in order(chosen, policy.sort) if c.runs or opts.include_all]
     if opts.limit:
         final = final[:opts.limit]
     for i, s in enumerate(final, 1):
@@ -170,6 +167,8 @@ def _row(i: int, s, fit, ctx, opts: FitOptions):
     p = f.counts
     plan = fit.plans.get((c.engine, c.quant))
     would = [] if s.runs else _would_fit(fit, ctx)
+    if not s.runs and c.status != "exceeds":
+        would.insert(0, "it runs, but not with the context or speed asked (--min-ctx, --min-tps)")
     return FitRow(rank=i, model=c.model, hf_id=f.hf_id, family=f.family, tags=f.tags, params=p.text,
                   params_active=p.active, max_context=f.spec.max_context, runs=s.runs, status=c.status,
                   engine=c.engine, quant=c.quant, bits_per_weight=c.bits_per_weight, context=c.context,
@@ -215,7 +214,8 @@ def render_table(out) -> str:
                      f"{_ctx(r.context):>5} {_gib((r.total_bytes + r.host_bytes)):>6} {_gib(r.margin_bytes, '+'):>6} "
                      f"{_num(r.decode_tps):>6} {_num(r.prefill_tps):>6} {_runs(r):<8} {r.score.score:>5.1f}")
         if not r.runs and r.would_fit:
-            lines.append(f"{'':>4}would fit: {_cut(r.would_fit[0], 84)}")
+            hint = r.would_fit[0] if r.would_fit[0].startswith("it runs") else f"would fit: {r.would_fit[0]}"
+            lines.append(f"{'':>4}{hint}")
     if not out.rows:
         lines.append("  nothing matches" + ("" if out.considered else ": no model passed the filters"))
     lines.append("runs: GPU = all on the accelerators, GPU+RAM = offloads, ~ = tight; tok/s at a conversation's start")
