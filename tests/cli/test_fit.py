@@ -151,3 +151,13 @@ def test_fit_is_registered_lazily():
     assert "Verdict" in run.stdout and run.stderr.strip().splitlines()[-1] == "[]"
     code, out, _ = (lambda r: (r.exit_code, r.stdout, r.stderr))(CliRunner().invoke(main, ["--help"]))
     assert code == 0 and "fit " in out
+
+
+def test_all_with_plan_filters_keeps_runnable_rows_first():
+    code, out, _ = run("fit", "--gpu", "RTX 3060", "--all", "--min-tps", "30", "--family", "qwen3", "--json")
+    rows = json.loads(out)["rows"]
+    runs = [r["runs"] for r in rows]
+    assert code == 0 and runs == sorted(runs, reverse=True) and not all(runs)
+    assert all(r["decode_tps"] >= 30 for r in rows if r["runs"])
+    filtered = [r for r in rows if not r["runs"] and r["status"] != "exceeds"]
+    assert filtered and all(r["would_fit"][0].startswith("it runs") for r in filtered)
