@@ -110,3 +110,13 @@ def test_a_published_benchmark_replaces_the_size_proxy():
     scored = ModelFacts(name="qwen3-8b", spec=spec, benchmark=Benchmark(name="X-bench", score=71.5, source="card"))
     assert base_quality(plain, plain.counts) == (size_points(plain.counts.text), "size proxy")
     assert base_quality(scored, scored.counts) == (71.5, "X-bench 71.5")
+
+
+def test_use_case_tags_name_bundled_models_with_a_source():
+    from fitprobe.catalogs.model_uses import USE_CASES, load_uses
+    from fitprobe.catalogs.models import load_models
+
+    names = {e.name for e in load_models()}
+    uses = load_uses()
+    assert set(uses) <= names
+    assert all(u.tags and set(u.tags) <= set(USE_CASES) and u.source.startswith("https://") for u in uses.values())
