@@ -51,7 +51,8 @@ def fit_command(as_json: bool, hub: bool, hub_limit: int, hub_search: str | None
                 token: str | None, **opts):
     """Which models run here, at which format, context and speed: every catalog model ranked.
 
-    Exit code 0 when at least one model runs, 1 when none does, 2 usage error, 4 no probe."""
+    Exit code 0 when at least one model runs, 1 when none does, 2 usage error, 3 no Hub listing
+    (offline, nothing cached), 4 no probe."""
     run = build(opts, hub=hub, hub_limit=hub_limit, hub_search=hub_search, hub_timeout=hub_timeout, token=token)
     if as_json:
         from fitprobe.contract import fit_to_json
