@@ -5,8 +5,8 @@ fits); this module only chooses which (engine, format) pairs to ask. Each pair h
 on its score: its quality x the best context factor x the speed class of a decode ceiling (active
 weights at full calibrated bandwidth, no KV, no overhead). Pairs are asked best bound first and
 skipped once their bound cannot beat the best score found, so the result is the true best while
-most pairs are never planned. `deploy` and `plan_speed` are the two seams to the planners and the
-speed model, so their improvements flow in unchanged.
+most pairs are never planned. `deploy`, `conversation_speed` and `stretch` are the seams to the planners
+and the speed model, so their improvements flow in unchanged.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from fitprobe.estimator.fields import replace
 
 from .hardware import Hardware
-from .launch import LaunchInput, LaunchPlan, engines_for, plan_engine
-from .launch.common import size
+from .launch import LaunchInput, LaunchPlan, engines_for, plan_engine, plan_longest_context
+from .launch.common import longest_context, size
 from .plan import Sizer
 from .quant import QuantFormat, QuantTable
 from .rank import Benchmark, Candidate, QuantQuality, RankPolicy, Scored, score, size_points, speed_class
@@ -117,8 +117,9 @@ def deploy(inp: LaunchInput, engine: str) -> LaunchPlan:
     return plan_engine(engine, inp)
 
 
-def plan_speed(inp: LaunchInput, plan: LaunchPlan, *, depth: int = SPEED_DEPTH) -> Speed | None:
-    """Decode and prefill speed of a launch plan with `depth` tokens in an 8-bit cache (None without figures)."""
+def conversation_speed(inp: LaunchInput, plan: LaunchPlan, *, depth: int = SPEED_DEPTH) -> Speed | None:
+    """Decode and prefill speed of a launch plan with `depth` tokens in an 8-bit cache (None without figures).
+    Not the plan's own speed (launch.plan_speed, at its full context and KV type): see SPEED_DEPTH."""
     fmt = inp.table.find(plan.quant) or inp.fmt
     hw = inp.hw
     if plan.engine in ("vllm", "sglang"):
@@ -246,7 +247,7 @@ def fit_model(facts: ModelFacts, ctx: FitContext) -> ModelFit:
         if engine == "vllm" and any(f.flag == "--cpu-offload-gb" for f in plan.flags):
             plan = replace(plan, fits=False, status="exceeds",
                            notes=plan.notes + ["needs --cpu-offload-gb: llama.cpp offload is the better lever"])
-        speed = plan_speed(inp, plan) if plan.fits else None
+        speed = conversation_speed(inp, plan) if plan.fits else None
         cand = replace(base, engine=plan.engine, quant=plan.quant, context=plan.context, status=plan.status,
                        placement=placement(plan, inp), total_bytes=plan.total_bytes, host_bytes=plan.host_bytes,
                        margin_bytes=plan.margin_bytes, decode_tps=speed.decode_tps if speed else None,
@@ -259,48 +260,37 @@ def fit_model(facts: ModelFacts, ctx: FitContext) -> ModelFit:
     return ModelFit(facts=facts, scored=out, plans=plans, inputs=inputs)
 
 
+CONTEXT_STEP = 4096  # a stretched context is a multiple of this (or the model's maximum)
+
+
 def stretch(fit: ModelFit, s: Scored, ctx: FitContext, *, limit: int) -> Scored:
-    """The same plan at the longest context, up to the model's maximum and `limit`, that needs no more
-    offload. vLLM's planner searches max-model-len itself; for llama.cpp-style plans the context is
-    halved from the longest until one estimate (the plan's layers, its KV type or q8_0) fits, and the
-    planner is asked only for that one."""
+    """The same plan at the longest context its placement holds, up to `limit`, planned again so that
+    the command serves it; kept only when it needs no more offload. The longest context comes from the
+    planners' own search (`longest_context`; for llama.cpp-style plans also with the q8_0 cache the
+    planner turns to under KV pressure), rounded down to CONTEXT_STEP."""
     c = s.candidate
-    inp = fit.inputs.get((c.engine, c.quant))
-    longest = min(limit, fit.facts.spec.max_context or 0)
-    if inp is None or not s.runs or longest <= c.context:
+    key = (c.engine, c.quant)
+    inp, old = fit.inputs.get(key), fit.plans.get(key)
+    if inp is None or old is None or not s.runs or old.cpu_moe_layers:
+        return s  # expert offload is placed after sizing: a plain sizing cannot extend it
+    if c.engine in ("vllm", "sglang"):
+        found = plan_longest_context(inp, old) or 0
+    else:
+        fmt = inp.table.find(old.quant) or inp.fmt
+        found = max(longest_context(inp, fmt, replace(old.settings, kv_cache_dtype=kv), step=CONTEXT_STEP)
+                    for kv in dict.fromkeys([old.kv_cache_dtype, "q8_0"]))
+    longest = min(limit, found)
+    if longest <= c.context:
         return s
-    old = fit.plans[(c.engine, c.quant)]
-    if c.engine not in ("vllm", "sglang"):
-        longest = _longest_estimated(inp, old, c.context, longest)
-        if longest is None:
-            return s
     wider = LaunchInput(**{**inp.__dict__, "settings": replace(inp.settings, context=longest)})
     plan = deploy(wider, c.engine)
     same_place = (plan.gpu_layers == old.gpu_layers and plan.cpu_moe_layers == old.cpu_moe_layers
                   and not any(f.flag == "--cpu-offload-gb" for f in plan.flags))
     if not plan.fits or plan.context <= c.context or not same_place or plan.status != c.status:
         return s
-    fit.plans[(c.engine, c.quant)] = plan
-    fit.inputs[(c.engine, c.quant)] = wider
+    fit.plans[key], fit.inputs[key] = plan, wider
     return score(replace(c, context=plan.context, total_bytes=plan.total_bytes, host_bytes=plan.host_bytes,
                          margin_bytes=plan.margin_bytes), ctx.policy)
-
-
-def _longest_estimated(inp: LaunchInput, plan: LaunchPlan, current: int, longest: int) -> int | None:
-    if plan.cpu_moe_layers:
-        return None  # expert offload is placed after sizing: only the planner can say
-    fmt = inp.table.find(plan.quant) or inp.fmt
-    layers = None if plan.gpu_layers is None or plan.gpu_layers > inp.spec.n_layers else plan.gpu_layers
-    kv_types = dict.fromkeys([plan.kv_cache_dtype, "q8_0"] if plan.engine != "mlx" else [plan.kv_cache_dtype])
-    n = longest
-    while n > current:
-        for kv in kv_types:
-            st = replace(inp.settings, engine=plan.engine, quant=fmt.name, context=n, kv_cache_dtype=kv,
-                         gpu_layers=layers if inp.hw.devices else 0)
-            if size(inp, fmt, st).ok:
-                return n
-        n //= 2
-    return None
 
 
 def _candidate(facts: ModelFacts, params: int, engine: str, fmt: QuantFormat, bits: float, q: float,
