@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from fitprobe.estimator.fields import replace
 
 from .hardware import Hardware
-from .launch import LaunchInput, LaunchPlan, engines_for, plan_engine, plan_longest_context
-from .launch.common import longest_context, size
+from .launch import LaunchInput, LaunchPlan, engines_for, plan_engine
+from .launch.common import size
 from .plan import Sizer
 from .quant import QuantFormat, QuantTable
 from .rank import Benchmark, Candidate, QuantQuality, RankPolicy, Scored, score, size_points, speed_class
@@ -260,28 +260,22 @@ def fit_model(facts: ModelFacts, ctx: FitContext) -> ModelFit:
     return ModelFit(facts=facts, scored=out, plans=plans, inputs=inputs)
 
 
-CONTEXT_STEP = 4096  # a stretched context is a multiple of this (or the model's maximum)
-
-
 def stretch(fit: ModelFit, s: Scored, ctx: FitContext, *, limit: int) -> Scored:
-    """The same plan at the longest context its placement holds, up to `limit`, planned again so that
-    the command serves it; kept only when it needs no more offload. The longest context comes from the
-    planners' own search (`longest_context`; for llama.cpp-style plans also with the q8_0 cache the
-    planner turns to under KV pressure), rounded down to CONTEXT_STEP."""
+    """The same plan at a longer context when its placement holds one: the model's maximum (up to
+    `limit`), else half of it, and so on down to the plan's own. One estimate per step (the plan's
+    settings, with its KV type or the q8_0 cache the planner turns to under KV pressure) picks the
+    step; the planner then plans it, and the result is kept only with the same placement and verdict.
+    vLLM's planner searches max-model-len itself, so its plan is asked at the maximum directly."""
     c = s.candidate
     key = (c.engine, c.quant)
     inp, old = fit.inputs.get(key), fit.plans.get(key)
-    if inp is None or old is None or not s.runs or old.cpu_moe_layers:
-        return s  # expert offload is placed after sizing: a plain sizing cannot extend it
-    if c.engine in ("vllm", "sglang"):
-        found = plan_longest_context(inp, old) or 0
-    else:
-        fmt = inp.table.find(old.quant) or inp.fmt
-        found = max(longest_context(inp, fmt, replace(old.settings, kv_cache_dtype=kv), step=CONTEXT_STEP)
-                    for kv in dict.fromkeys([old.kv_cache_dtype, "q8_0"]))
-    longest = min(limit, found)
-    if longest <= c.context:
+    longest = min(limit, fit.facts.spec.max_context or 0)
+    if inp is None or old is None or not s.runs or longest <= c.context:
         return s
+    if c.engine not in ("vllm", "sglang"):
+        longest = _longest_step(inp, old, c.context, longest)
+        if longest is None:
+            return s
     wider = LaunchInput(**{**inp.__dict__, "settings": replace(inp.settings, context=longest)})
     plan = deploy(wider, c.engine)
     same_place = (plan.gpu_layers == old.gpu_layers and plan.cpu_moe_layers == old.cpu_moe_layers
@@ -291,6 +285,19 @@ def stretch(fit: ModelFit, s: Scored, ctx: FitContext, *, limit: int) -> Scored:
     fit.plans[key], fit.inputs[key] = plan, wider
     return score(replace(c, context=plan.context, total_bytes=plan.total_bytes, host_bytes=plan.host_bytes,
                          margin_bytes=plan.margin_bytes), ctx.policy)
+
+
+def _longest_step(inp: LaunchInput, plan: LaunchPlan, current: int, longest: int) -> int | None:
+    if plan.cpu_moe_layers:
+        return None  # expert offload is placed after sizing: only the planner can extend it
+    fmt = inp.table.find(plan.quant) or inp.fmt
+    n = longest
+    while n > current:
+        for kv in dict.fromkeys([plan.kv_cache_dtype] + (["q8_0"] if plan.engine != "mlx" else [])):
+            if size(inp, fmt, replace(plan.settings, context=n, kv_cache_dtype=kv)).ok:
+                return n
+        n //= 2
+    return None
 
 
 def _candidate(facts: ModelFacts, params: int, engine: str, fmt: QuantFormat, bits: float, q: float,
