@@ -13,17 +13,18 @@ from dataclasses import field
 
 from fitprobe.catalogs.validated import load_json_file
 from fitprobe.estimator.fields import doc, record, replace
-from fitprobe.estimator.speed import Efficiency
+from fitprobe.estimator.hardware import Device
+from fitprobe.estimator.speed import CpuRates, Efficiency, QuantRates, apple_chip
 
 PATH = Path(__file__).parent / "data" / "speed_calibration.json"
 GIB = 1 << 30
 
 # Backends with no published point borrow a neighbour's fit (marked uncalibrated in the output).
-FALLBACK = {"mlx/metal": "llama.cpp/metal", "llama.cpp/intel": "llama.cpp/amd",
-            "llama.cpp/metal-ultra": "llama.cpp/metal", "llama.cpp/metal": "llama.cpp/metal-ultra"}
+FALLBACK = {"mlx/metal": "llama.cpp/metal", "llama.cpp/sycl": "llama.cpp/vulkan", "llama.cpp/cann": "llama.cpp/cuda",
+            "llama.cpp/vulkan": "llama.cpp/hip", "llama.cpp/hip": "llama.cpp/vulkan"}
 # FORMULAS §4.1/§4.2 [estimate]: CPU decode 0.5–0.8 of measured bandwidth, prefill 0.3–0.6 of peak.
-CPU_DEFAULT = Efficiency(bandwidth=0.65, compute=0.45, batch_compute=0.45, fixed_ms=0.0, calibrated=False,
-                         basis="midpoints of FORMULAS §4.1/§4.2 estimates for CPUs (η 0.5–0.8, MFU 0.3–0.6)")
+CPU_DEFAULT = CpuRates(bandwidth=0.65, core_gbs=10.0, core_gflops=50.0, calibrated=False,
+                       basis="midpoint of FORMULAS §4.1 (η 0.5–0.8); per-core rates not fitted")
 
 
 @record
@@ -33,10 +34,11 @@ class Point:
     model_note: str = ""
     quant: str
     file_gib: float | None = None
-    gpu: str
+    gpu: str | None = doc(default=None, description="gpus.json key; None: CPU only")
     gpu_note: str = ""
     count: int = 1
     engine: str
+    backend: str = doc(description="llama.cpp backend (cuda, hip, vulkan, metal, sycl, cpu); vllm: cuda")
     backend_label: str
     kind: str  # decode | prefill
     tps: float = doc(gt=0)
@@ -44,6 +46,10 @@ class Point:
     depth: int = 0
     batch: int = 1
     ubatch: int = 512
+    n_batch: int = 2048
+    threads: int | None = doc(default=None, description="CPU threads of a CPU-only run")
+    ram_bw_gbs: float | None = doc(default=None, description="peak RAM bandwidth of a CPU-only run's host")
+    ram_note: str = ""
     source: str
 
 
@@ -56,34 +62,53 @@ class DeviceRate:
 
 
 @record
+class ChipCompute:
+    """Apple GPU shader TFLOPS (FP16 matmuls run at the FP32 rate on Apple GPUs)."""
+
+    chip: str
+    tflops: float
+    source: str
+
+
+@record
 class SpeedCalibration:
     schema: int
     compiled: str
     excluded: list[dict] = field(default_factory=list)
     points: list[Point]
     backends: dict[str, Efficiency] = field(default_factory=dict)
+    quant_families: dict[str, QuantRates] = field(default_factory=dict)
+    cpu: CpuRates = field(default_factory=lambda: CPU_DEFAULT)
+    apple_compute: list[ChipCompute] = field(default_factory=list)
     device_rates: list[DeviceRate] = field(default_factory=list)
     doc: str = ""
 
     def efficiency(self, key: str) -> Efficiency:
         if key in self.backends:
             return self.backends[key]
-        if key == "llama.cpp/cpu":
-            return CPU_DEFAULT
         other = FALLBACK.get(key)
         if other and other in self.backends:
             return replace(self.backends[other], calibrated=False, basis=f"uses the {other} fit")
-        base = self.backends.get("llama.cpp/cuda", CPU_DEFAULT)
+        base = self.backends.get("llama.cpp/cuda") or Efficiency(bandwidth=0.7, compute=0.5, batch_compute=0.5,
+                                                                  fixed_ms=1.0)
         return replace(base, calibrated=False, basis="uses the llama.cpp/cuda fit")
 
-    def device_tflops(self, gpu_key: str | None, backend: str) -> float | None:
-        """Measured effective TFLOPS for a device the catalog gives no compute figure for."""
+    def quant_rates(self, family: str) -> QuantRates:
+        return self.quant_families.get(family, QuantRates())
+
+    def device_tflops(self, device: Device, backend: str) -> float | None:
+        """Dense TFLOPS for prefill: the catalog's figure, Apple's shader rate, or a measured rate."""
+        if device.fp16_tflops:
+            return device.fp16_tflops
+        if device.kind == "apple":
+            chip = apple_chip(device)
+            for c in self.apple_compute:
+                if c.chip == chip:
+                    return c.tflops
+        eff = self.efficiency(backend)
         for rate in self.device_rates:
-            if rate.gpu == gpu_key and rate.backend == backend:
-                return rate.tflops
-        for rate in self.device_rates:
-            if rate.gpu == gpu_key:
-                return rate.tflops
+            if rate.gpu == device.catalog_key and rate.backend == backend:
+                return rate.tflops / eff.compute
         return None
 
 
@@ -113,10 +138,14 @@ def point_inputs(point: Point):
         f = point.file_gib * GIB / w.total
         w = replace(w, total=int(w.total * f), token_embd=int(w.token_embd * f), output=int(w.output * f),
             per_layer=[int(x * f) for x in w.per_layer], experts_per_layer=[int(x * f) for x in w.experts_per_layer])
-    entry = next((e for e in load_gpus() if e.key == point.gpu), None)
-    if entry is None:
-        raise ValueError(f"calibration point {point.id}: GPU {point.gpu} is not in gpus.json")
-    hw = Hardware(devices=[entry.device()] * point.count)
+    if point.gpu is None:
+        hw = Hardware(devices=[], system_ram_bytes=1 << 40, ram_bandwidth_gbs=point.ram_bw_gbs,
+                      cpu_threads=point.threads)
+    else:
+        entry = next((e for e in load_gpus() if e.key == point.gpu), None)
+        if entry is None:
+            raise ValueError(f"calibration point {point.id}: GPU {point.gpu} is not in gpus.json")
+        hw = Hardware(devices=[entry.device()] * point.count)
     mid = point.depth + (point.tokens // 2 if point.kind == "decode" else 0)
     st = RunSettings(quant=fmt.name, context=max(1, mid), engine=point.engine, batch=point.batch,
                      ubatch=point.ubatch, kv_cache_dtype="auto" if point.engine == "vllm" else "f16")

@@ -43,6 +43,7 @@ class Hardware:
     system_ram_bytes: int | None = doc(default=None, gt=0)
     ram_available_bytes: int | None = doc(default=None, ge=0)
     ram_bandwidth_gbs: float | None = doc(default=None, gt=0)
+    cpu_threads: int | None = doc(default=None, gt=0, description="CPU cores llama.cpp computes on (physical)")
     usable_fraction: float = doc(default=0.95, gt=0, le=1, description="share of physical memory treated as usable")
 
     @property

@@ -2,17 +2,25 @@
 
 Decode reads, per step, every weight that takes part (routed experts: the share a batch of B
 sequences touches, E·(1-(1-k/E)^B)) plus each sequence's KV cache, once:
-    t_step = Σ_devices bytes_d / (BW_d · η) + Σ_cpu bytes / (BW_ram · η_cpu) + t_fixed
-             + B · 2·N_matmul / (TFLOPS · MFU_batch)   (B > 1: batched decode turns compute bound)
+    t_step = Σ_devices (dense_d + experts_d / μ) / (BW_d · η · φ_quant) + bytes_cpu / BW_cpu + t_fixed
+             + B · 2·N_active / (TFLOPS · MFU_batch)   (B > 1: batched decode turns compute bound)
              + tensor parallel: 2 · L · t_allreduce (NVLink or PCIe)
-llama.cpp layer split runs the devices one after another, so their times add; vLLM/SGLang
-tensor parallel runs them side by side, so one rank's share counts. Prefill of n tokens:
-    FLOPs = 2·N_matmul·n + 4·L_attn·H·d_head·n·(c + n/2);  per micro-batch
-    t = max(FLOPs / (TFLOPS·MFU), weights / (BW·η)) — a small GPU or a MoE may be bandwidth bound.
-η, MFU and t_fixed are per backend, fitted on published benchmarks
-(catalogs/data/speed_calibration.json, scripts/speed_accuracy.py).
+llama.cpp's default layer split runs the devices one after another, so their times add; vLLM/SGLang
+tensor parallel runs them side by side, so one rank's share counts. BW_cpu = min(RAM bandwidth · η_cpu,
+threads · per-core bandwidth): a few cores cannot saturate a wide memory system.
+Prefill of n tokens, in micro-batches of `ubatch` (vLLM: max_num_batched_tokens):
+    FLOPs = 2·N_active·m + 4·L_attn·H·d_head·m·(depth + m/2)
+    per device: t = max(FLOPs_d / (TFLOPS_d · MFU · ψ_quant), weights_d / (BW_d · η · φ_quant))
+Layer split: the devices' times add for one micro-batch, but llama.cpp pipelines the micro-batches
+of one n_batch across devices (k micro-batches over G devices take (k+G-1)/(k·G) of the sequential
+time); a single micro-batch (pp512) gets no overlap. Weights of CPU-resident blocks cross PCIe once
+per micro-batch (ggml offloads big matmuls to the GPU). η, μ, t_fixed, MFU are per backend, φ/ψ per
+quant kernel family, all fitted on published benchmarks (catalogs/data/speed_calibration.json,
+scripts/speed_accuracy.py reports leave-one-source-out error).
 """
 from __future__ import annotations
+
+import re
 
 from fitprobe.estimator.fields import doc, record
 
@@ -34,6 +42,12 @@ ALLREDUCE_US = {"nvlink": 20.0, "pcie": 100.0}
 # FORMULAS §4.1: new/unusual architectures (recurrent / gated-delta-net layers) on llama.cpp
 # run well under the bandwidth roofline until kernels mature: "apply an extra 0.5×" [estimate].
 NEW_ARCH_FACTOR = 0.5
+# llama.cpp's default logical batch (-b 2048, common/common.h n_batch): the micro-batches of one
+# n_batch are what its pipeline parallelism overlaps across devices.
+DEFAULT_N_BATCH = 2048
+# t_fixed is quoted for a 32-block model (Llama-2/3 7-8B); kernel launches and syncs scale with blocks.
+REFERENCE_LAYERS = 32
+BACKENDS = ("cuda", "hip", "vulkan", "metal", "sycl", "cann", "cpu")
 
 
 @record
@@ -43,7 +57,31 @@ class Efficiency:
     bandwidth: float = doc(gt=0, le=1, description="η: achieved / peak memory bandwidth in decode")
     compute: float = doc(gt=0, description="MFU: achieved / catalog dense FP16 TFLOPS in prefill")
     batch_compute: float = doc(gt=0, description="MFU of the per-token compute in batched decode")
-    fixed_ms: float = doc(ge=0, description="per decode step: launches, sync, sampling")
+    fixed_ms: float = doc(ge=0, description="per decode step of a 32-block model (scales with blocks): launches, "
+                                            "sync, sampling")
+    expert_bandwidth: float = doc(default=1.0, gt=0, description="μ: routed-expert reads relative to dense ones "
+                                                                 "(MoE kernels gather scattered rows)")
+    pipeline: float = doc(default=1.0, ge=0, le=1, description="ρ: share of the ideal layer-split pipeline overlap "
+                                                               "prefill reaches over several devices")
+    calibrated: bool = True
+    basis: str = ""
+
+
+@record
+class QuantRates:
+    """A quant kernel family's efficiency relative to the K-quants (1.0)."""
+
+    bandwidth: float = doc(default=1.0, gt=0, description="φ: decode bandwidth factor")
+    compute: float = doc(default=1.0, gt=0, description="ψ: prefill compute factor")
+
+
+@record
+class CpuRates:
+    """llama.cpp on CPU cores: what one core moves and computes, and the memory system's ceiling."""
+
+    bandwidth: float = doc(gt=0, le=1, description="η_cpu: achieved / peak RAM bandwidth with enough cores")
+    core_gbs: float = doc(gt=0, description="GB/s one thread streams in decode")
+    core_gflops: float = doc(gt=0, description="GFLOPS one thread reaches in prefill")
     calibrated: bool = True
     basis: str = ""
 
@@ -69,22 +107,85 @@ class Speed:
     notes: list[str] = doc(default_factory=list)
 
 
-def backend_key(engine: str, device: Device | None) -> str:
-    """The calibration group an engine/device pair falls in."""
+@record
+class DecodeTerms:
+    """What one decode step moves and computes, before any efficiency: the fit's input too."""
+
+    device_dense: list[float]
+    device_expert: list[float]
+    cpu_bytes: float
+    flops_per_token: float
+    n_layers: int
+    batch: int
+    parallel: bool = doc(description="tensor parallel (devices side by side) rather than a layer split")
+    link: str = "pcie"
+
+
+@record
+class PrefillTerms:
+    """A prompt's micro-batches: FLOPs of each, and the weight bytes each device reads per micro-batch."""
+
+    chunk_flops: list[float]
+    device_weights: list[float]
+    cpu_weights: float
+    chunks_per_batch: int
+    parallel: bool
+
+
+def quant_family(quant: str) -> str:
+    """The kernel family a format's matmuls run in (its decode/prefill efficiency differs)."""
+    q = quant.upper().removeprefix("UD-")
+    if q in ("F16", "BF16", "F32", "NATIVE", "FP16"):
+        return "f16"
+    if q == "Q8_0":
+        return "q8_0"
+    if q in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL"):
+        return "legacy"
+    if q.startswith("IQ") or q.startswith("TQ"):
+        return "iq"
+    if q in ("MXFP4",):
+        return "mxfp4"
+    if q in ("FP8", "NVFP4"):
+        return "fp8"
+    if q in ("AWQ", "GPTQ", "NF4"):
+        return "int4"
+    return "k"
+
+
+def default_backend(device: Device | None) -> str:
+    """What llama.cpp runs on a device unless told otherwise: CUDA, ROCm/HIP, Metal, SYCL, CANN or CPU."""
+    if device is None:
+        return "cpu"
+    if device.kind == "apple":
+        return "metal"
+    name = device.name.lower()
+    if any(k in name for k in ("radeon", "instinct", "ryzen", "amd", " mi")):
+        return "hip"
+    if any(k in name for k in ("arc", "intel", "gaudi")):
+        return "sycl"
+    if any(k in name for k in ("ascend", "atlas")):
+        return "cann"
+    return "cuda"
+
+
+def backend_key(engine: str, device: Device | None, backend: str | None = None) -> str:
+    """The calibration group an engine/backend pair falls in (llama.cpp and Ollama share kernels)."""
     if engine in ("vllm", "sglang"):
         return "vllm/cuda"
     if engine == "mlx":
         return "mlx/metal"
     if device is None:
         return "llama.cpp/cpu"
-    if device.kind == "apple":
-        return "llama.cpp/metal-ultra" if "ultra" in device.name.lower() else "llama.cpp/metal"
-    name = device.name.lower()
-    if any(k in name for k in ("radeon", "instinct", "ryzen", "amd")):
-        return "llama.cpp/amd"
-    if any(k in name for k in ("arc", "intel", "gaudi")):
-        return "llama.cpp/intel"
-    return "llama.cpp/cuda"
+    return f"llama.cpp/{backend or default_backend(device)}"
+
+
+def apple_chip(device: Device) -> str | None:
+    """'Apple M4 Max' from a device name or catalog key ('macbook-pro-m4-max-128gb')."""
+    for text in (device.name.lower(), (device.catalog_key or "").lower()):
+        m = re.search(r"\bm(\d+)(?:[ -](pro|max|ultra))?\b", text.replace("macbook-pro", "macbook"))
+        if m:
+            return f"Apple M{m.group(1)}" + (f" {m.group(2).title()}" if m.group(2) else "")
+    return None
 
 
 def matmul_params(spec: ModelSpec) -> tuple[float, float]:
@@ -104,13 +205,11 @@ def matmul_params(spec: ModelSpec) -> tuple[float, float]:
     return active, total
 
 
-def _layer_read(w: WeightBytes, spec: ModelSpec, batch: int) -> list[float]:
-    """Bytes of each block read per decode step: routed experts only as far as the batch touches them."""
-    touched = 1.0
-    if spec.moe:
-        k, e = spec.moe.n_experts_used, spec.moe.n_experts
-        touched = 1 - (1 - k / e) ** batch
-    return [(lw - ew) + ew * touched for lw, ew in zip(w.per_layer, w.experts_per_layer)]
+def _touched(spec: ModelSpec, batch: int) -> float:
+    if not spec.moe:
+        return 1.0
+    k, e = spec.moe.n_experts_used, spec.moe.n_experts
+    return 1 - (1 - k / e) ** batch
 
 
 def _attention_flops(spec: ModelSpec, n: int, depth: int) -> float:
@@ -126,143 +225,62 @@ def _attention_flops(spec: ModelSpec, n: int, depth: int) -> float:
     return flops
 
 
-def _placement(w: WeightBytes, spec: ModelSpec, st: RunSettings, hw: Hardware, mem: MemoryBreakdown,
-               reads: list[float], cpu_expert_layers: int) -> tuple[list[float], list[float], float]:
-    """Decode bytes per device (weights + KV), the CPU's bytes, and the KV part on devices."""
+def _layer_devices(spec: ModelSpec, st: RunSettings, mem: MemoryBreakdown, n_devices: int) -> list[int | None]:
+    """Which device holds each block (None: system RAM), in llama.cpp's order: first blocks stay on CPU."""
     n = spec.n_layers
-    dev_bytes = [0.0] * len(hw.devices)
+    if st.engine == "mlx":
+        return [0] * n
+    where: list[int | None] = [None] * (n - mem.gpu_layers)
+    for d, usage in enumerate(mem.per_device[:n_devices]):
+        where += [d] * usage.layers
+    return (where + [None] * n)[:n]
+
+
+def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, mem: MemoryBreakdown, *,
+                 cpu_expert_layers: int = 0) -> DecodeTerms:
+    """Bytes per device (dense and routed-expert), bytes in system RAM, FLOPs per token, for one step."""
+    devices = hw.devices
+    touched = _touched(spec, st.batch)
     kv = mem.kv.per_layer
     out_read = w.output or (w.token_embd if spec.tied_embeddings else 0)
-    if not hw.devices:
-        return [], [sum(reads) + out_read + sum(kv)], 0.0
+    flops = 2 * matmul_params(spec)[0]
+    dense = [0.0] * len(devices)
+    expert = [0.0] * len(devices)
+    common = dict(flops_per_token=flops, n_layers=spec.n_layers, batch=st.batch)
+    if not devices:
+        total = sum(lw - ew + ew * touched for lw, ew in zip(w.per_layer, w.experts_per_layer)) + out_read + sum(kv)
+        return DecodeTerms(device_dense=[], device_expert=[], cpu_bytes=total, parallel=False, **common)
     if st.engine in ("vllm", "sglang"):
-        tp = len(hw.devices)
-        per = (sum(reads) + out_read + sum(kv)) / tp
-        return [per] * tp, [0.0], sum(kv)
+        tp = len(devices)
+        d_all = sum(lw - ew for lw, ew in zip(w.per_layer, w.experts_per_layer)) + out_read + sum(kv)
+        e_all = sum(w.experts_per_layer) * touched
+        link = "nvlink" if all(d.nvlink for d in devices) else "pcie"
+        return DecodeTerms(device_dense=[d_all / tp] * tp, device_expert=[e_all / tp] * tp, cpu_bytes=0.0,
+                           parallel=True, link=link, **common)
     cpu = 0.0
-    gpu_blocks = mem.gpu_layers if st.engine != "mlx" else n
-    first = n - gpu_blocks
-    for i in range(first):
-        cpu += reads[i] + kv[i]
-    start = first
-    for d, usage in enumerate(mem.per_device):
-        layers = usage.layers if st.engine != "mlx" else (n if d == 0 else 0)
-        for i in range(start, start + layers):
-            dev_bytes[d] += reads[i] + kv[i]
-        start += layers
+    for i, d in enumerate(_layer_devices(spec, st, mem, len(devices))):
+        e_read = w.experts_per_layer[i] * touched
+        dense_read = w.per_layer[i] - w.experts_per_layer[i] + kv[i]
+        if d is None:
+            cpu += dense_read + e_read
+        elif i < cpu_expert_layers and spec.moe:  # --n-cpu-moe N: experts of the first N blocks stay in RAM
+            dense[d] += dense_read
+            cpu += e_read
+        else:
+            dense[d] += dense_read
+            expert[d] += e_read
     output_on_gpu = st.engine == "mlx" or (mem.per_device and mem.per_device[-1].weights_bytes > 0
-                                           and (gpu_blocks > 0 or st.gpu_layers is None or st.gpu_layers >= 1))
+                                           and (mem.gpu_layers > 0 or st.gpu_layers is None or st.gpu_layers >= 1))
     if output_on_gpu:
-        dev_bytes[-1] += out_read
+        dense[-1] += out_read
     else:
         cpu += out_read
-    if cpu_expert_layers and spec.moe:  # --n-cpu-moe N: experts of the first N blocks stay in RAM
-        k_share = 1 - (1 - spec.moe.n_experts_used / spec.moe.n_experts) ** st.batch
-        start = first
-        for d, usage in enumerate(mem.per_device):
-            for i in range(start, start + usage.layers):
-                if i < cpu_expert_layers:
-                    moved = w.experts_per_layer[i] * k_share
-                    dev_bytes[d] -= moved
-                    cpu += moved
-            start += usage.layers
-    return dev_bytes, [cpu], sum(kv[first:])
+    return DecodeTerms(device_dense=dense, device_expert=expert, cpu_bytes=cpu, parallel=False, **common)
 
 
-def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings, hw: Hardware,
-                   memory: MemoryBreakdown, *, prompt_tokens: int = TTFT_PROMPT, prompt_depth: int = 0,
-                   cpu_expert_layers: int = 0,
-                   ram_bandwidth_gbs: float | None = None, calibration=None) -> Speed:
-    """Decode tokens/s (per sequence and aggregate), prefill tokens/s and TTFT for one sized plan.
-
-    `memory` is the breakdown `estimate()` gave for the same weights/settings/hardware (it says
-    where each block lives); `cpu_expert_layers` keeps the routed experts of the first N blocks
-    in system RAM (llama.cpp --n-cpu-moe). `calibration` defaults to the bundled fit.
-    """
-    cpu_expert_layers = cpu_expert_layers or settings.cpu_moe_layers
-    if calibration is None:
-        from fitprobe.catalogs.speed_calibration import load_calibration
-
-        calibration = load_calibration()
-    notes: list[str] = []
-    devices = hw.devices
-    ref = devices[0] if devices else None
-    key = backend_key(settings.engine, ref)
-    eff = calibration.efficiency(key)
-    if not eff.calibrated:
-        notes.append(f"{key}: no published benchmark in the calibration set; {eff.basis}")
-    cpu_eff = calibration.efficiency("llama.cpp/cpu")
-    arch_factor = 1.0
-    if spec.recurrent_layers and settings.engine in ("llama.cpp", "ollama"):
-        arch_factor = NEW_ARCH_FACTOR
-        notes.append("recurrent / gated-delta-net layers: llama.cpp kernels for them run at about half the "
-                     "bandwidth roofline (FORMULAS §4.1, 0.5× until measured)")
-    B = settings.batch
-    reads = _layer_read(weights, spec, B)
-    dev_bytes, cpu_parts, _ = _placement(weights, spec, settings, hw, memory, reads, cpu_expert_layers)
-    cpu_bytes = sum(cpu_parts)
-    unified = bool(ref and ref.unified_memory)
-    ram_bw = ram_bandwidth_gbs or hw.ram_bandwidth_gbs or (ref.bandwidth_gbs if unified and ref else None)
-    if cpu_bytes and not ram_bw:
-        ram_bw = DEFAULT_RAM_BANDWIDTH_GBS
-        notes.append(f"system RAM bandwidth unknown: assumed {DEFAULT_RAM_BANDWIDTH_GBS} GB/s "
-                     "(dual-channel DDR5-5600); pass --ram-bw")
-    gpu_ms = 0.0
-    paged = settings.engine in ("vllm", "sglang")
-    for dev, b in zip(devices, dev_bytes):
-        if not dev.bandwidth_gbs:
-            raise ValueError(f"the catalog has no memory bandwidth for {dev.name}: speed cannot be estimated")
-        t = b / (dev.bandwidth_gbs * 1e9 * eff.bandwidth * arch_factor) * 1e3
-        gpu_ms = max(gpu_ms, t) if paged else gpu_ms + t
-    cpu_ms = cpu_bytes / (ram_bw * 1e9 * cpu_eff.bandwidth * arch_factor) * 1e3 if cpu_bytes else 0.0
-    overhead = eff.fixed_ms if devices else cpu_eff.fixed_ms
-    if paged and len(devices) > 1:
-        link = "nvlink" if all(d.nvlink for d in devices) else "pcie"
-        overhead += 2 * spec.n_layers * ALLREDUCE_US[link] / 1e3
-        notes.append(f"tensor parallel {len(devices)} over {'NVLink' if link == 'nvlink' else 'PCIe'}: "
-                     f"2 all-reduces per layer at ~{ALLREDUCE_US[link]:.0f} µs each")
-    n_active, _ = matmul_params(spec)
-    tflops = _tflops(devices, calibration, eff, key)
-    compute_ms = 0.0
-    if B > 1:
-        if tflops:
-            compute_ms = B * 2 * n_active / (tflops * 1e12 * eff.batch_compute) * 1e3
-        else:
-            notes.append("no compute figure for this device: batched decode counted as bandwidth bound only")
-    step_ms = gpu_ms + cpu_ms + overhead + compute_ms
-    parts = {"GPU bandwidth": gpu_ms, "system RAM bandwidth": cpu_ms, "per-step overhead": overhead,
-             "compute": compute_ms}
-    bound = max(parts, key=parts.get)
-    prefill = ttft = None
-    if tflops:
-        t_pp = _prefill_seconds(spec, weights, settings, hw, memory, eff, cpu_eff, tflops, prompt_tokens,
-                                 n_active, arch_factor, prompt_depth)
-        prefill, ttft = prompt_tokens / t_pp, t_pp * 1e3
-    else:
-        notes.append("the catalog has no FP16 TFLOPS for this device and no benchmark measured it: "
-                     "prefill and TTFT are not estimated")
-    return Speed(decode_tps=1e3 / step_ms, aggregate_tps=B * 1e3 / step_ms, batch=B, prefill_tps=prefill,
-                 ttft_ms=ttft, prompt_tokens=prompt_tokens, bytes_per_token=int(sum(dev_bytes) + cpu_bytes),
-                 gpu_bytes_per_token=int(sum(dev_bytes)), cpu_bytes_per_token=int(cpu_bytes), gpu_ms=gpu_ms,
-                 cpu_ms=cpu_ms, overhead_ms=overhead, compute_ms=compute_ms, backend=key, efficiency=eff,
-                 bound=bound, notes=notes)
-
-
-def _tflops(devices: list[Device], calibration, eff: Efficiency, key: str) -> float | None:
-    """Effective dense TFLOPS of the devices working on one token (TP: summed)."""
-    if not devices:
-        return None
-    per = []
-    for d in devices:
-        measured = None if d.fp16_tflops else calibration.device_tflops(d.catalog_key, key)
-        per.append(measured / eff.compute if measured else d.fp16_tflops)
-    if any(p is None for p in per):
-        return None
-    return sum(per) if len(devices) > 1 else per[0]
-
-
-def _prefill_seconds(spec, w, st, hw, mem, eff, cpu_eff, tflops, n, n_active, arch_factor, depth) -> float:
-    """Prompt of n tokens in micro-batches: each one compute- or weight-read-bound, attention grows with depth."""
+def prefill_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, mem: MemoryBreakdown, *,
+                  tokens: int, depth: int, n_batch: int = DEFAULT_N_BATCH) -> PrefillTerms:
+    """Micro-batch FLOPs (attention grows with depth) and each device's weight bytes for a prompt."""
     devices = hw.devices
     paged = st.engine in ("vllm", "sglang")
     if paged:
@@ -271,19 +289,160 @@ def _prefill_seconds(spec, w, st, hw, mem, eff, cpu_eff, tflops, n, n_active, ar
         chunk = vllm_batch_defaults(devices[0].memory_bytes, devices[0].name)[0]
     else:
         chunk = st.ubatch
-    bw = min(d.bandwidth_gbs or 0 for d in devices) * 1e9 * eff.bandwidth * arch_factor
-    if paged:
-        bw *= len(devices)
-    gpu_weight_bytes = sum(d.weights_bytes for d in mem.per_device)
-    cpu_weight_bytes = max(0, mem.host_weights_bytes - w.token_embd)
-    total, done = 0.0, 0
-    while done < n:
-        m = min(chunk, n - done)
-        flops = 2 * n_active * m + _attention_flops(spec, m, depth + done)
-        t_compute = flops / (tflops * 1e12 * eff.compute)
-        t_read = gpu_weight_bytes / bw
-        # CPU-resident blocks: ggml copies their weights to the GPU over PCIe for big batches
-        t_cpu = cpu_weight_bytes / (PCIE4_X16_GBS * 1e9) if cpu_weight_bytes else 0.0
-        total += max(t_compute, t_read) + t_cpu + eff.fixed_ms / 1e3
+    n_active = matmul_params(spec)[0]
+    flops, done = [], 0
+    while done < tokens:
+        m = min(chunk, tokens - done)
+        flops.append(2 * n_active * m + _attention_flops(spec, m, depth + done))
         done += m
+    if paged:
+        per = (w.total - w.token_embd * (not spec.tied_embeddings)) / len(devices)
+        return PrefillTerms(chunk_flops=flops, device_weights=[per] * len(devices), cpu_weights=0.0,
+                            chunks_per_batch=1, parallel=True)
+    dev_w = [float(u.weights_bytes) for u in mem.per_device][:len(devices)]
+    dev_w += [0.0] * (len(devices) - len(dev_w))
+    cpu_w = max(0, mem.host_weights_bytes - w.token_embd) if devices else 0.0
+    return PrefillTerms(chunk_flops=flops, device_weights=dev_w, cpu_weights=float(cpu_w),
+                        chunks_per_batch=max(1, min(n_batch, tokens) // chunk), parallel=False)
+
+
+def decode_parts(t: DecodeTerms, devices: list[Device], eff: Efficiency, quant: QuantRates, cpu: CpuRates, *,
+                 ram_bw_gbs: float | None, threads: int | None, tflops: float | None, arch_factor: float = 1.0
+                 ) -> dict[str, float]:
+    """Milliseconds per decode step, by cause."""
+    per = []
+    for dev, dense, expert in zip(devices, t.device_dense, t.device_expert):
+        bw = dev.bandwidth_gbs * 1e9 * eff.bandwidth * quant.bandwidth * arch_factor
+        per.append((dense + expert / eff.expert_bandwidth) / bw * 1e3)
+    gpu = (max(per) if t.parallel else sum(per)) if per else 0.0
+    cpu_ms = 0.0
+    if t.cpu_bytes:
+        bw = (ram_bw_gbs or DEFAULT_RAM_BANDWIDTH_GBS) * cpu.bandwidth
+        if threads:
+            bw = min(bw, threads * cpu.core_gbs)
+        cpu_ms = t.cpu_bytes / (bw * 1e9 * arch_factor) * 1e3
+    overhead = eff.fixed_ms * t.n_layers / REFERENCE_LAYERS if devices else 0.0
+    if t.parallel and len(devices) > 1:
+        overhead += 2 * t.n_layers * ALLREDUCE_US[t.link] / 1e3
+    compute = 0.0
+    if t.batch > 1 and tflops:
+        compute = t.batch * t.flops_per_token / (tflops * 1e12 * eff.batch_compute) * 1e3
+    return {"GPU bandwidth": gpu, "system RAM bandwidth": cpu_ms, "per-step overhead": overhead, "compute": compute}
+
+
+def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[float], eff: Efficiency,
+                    quant: QuantRates, *, arch_factor: float = 1.0) -> float:
+    """A prompt's prefill time: each micro-batch compute- or weight-read-bound per device.
+
+    Layer split over G devices: the k micro-batches of one n_batch overlap as a pipeline, ideally
+    k·G/(k+G−1) faster than one after another; ρ (fitted) is the share of that gain reached.
+    """
+    share = sum(t.device_weights) or 1.0
+    total = 0.0
+    for f in t.chunk_flops:
+        per = []
+        for dev, tf, wb in zip(devices, device_tflops, t.device_weights):
+            part = f / len(devices) if t.parallel else f * wb / share
+            t_compute = part / (tf * 1e12 * eff.compute * quant.compute)
+            t_read = wb / (dev.bandwidth_gbs * 1e9 * eff.bandwidth * quant.bandwidth * arch_factor)
+            per.append(max(t_compute, t_read))
+        step = max(per) if t.parallel else sum(per)
+        total += step + (t.cpu_weights / (PCIE4_X16_GBS * 1e9) if t.cpu_weights else 0.0) + eff.fixed_ms / 1e3
+    g = len(devices)
+    if not t.parallel and g > 1:
+        k = min(t.chunks_per_batch, len(t.chunk_flops))
+        ideal = k * g / (k + g - 1)
+        total /= 1 + eff.pipeline * (ideal - 1)
     return total
+
+
+def cpu_prefill_seconds(t: PrefillTerms, cpu: CpuRates, threads: int) -> float:
+    return sum(t.chunk_flops) / (threads * cpu.core_gflops * 1e9)
+
+
+def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings, hw: Hardware,
+                   memory: MemoryBreakdown, *, prompt_tokens: int = TTFT_PROMPT, prompt_depth: int = 0,
+                   cpu_expert_layers: int = 0, ram_bandwidth_gbs: float | None = None, calibration=None,
+                   backend: str | None = None, n_batch: int = DEFAULT_N_BATCH) -> Speed:
+    """Decode tokens/s (per sequence and aggregate), prefill tokens/s and TTFT for one sized plan.
+
+    `memory` is the breakdown `estimate()` gave for the same weights/settings/hardware (it says
+    where each block lives); `cpu_expert_layers` keeps the routed experts of the first N blocks
+    in system RAM (llama.cpp --n-cpu-moe). `backend` picks llama.cpp's backend (cuda, hip, vulkan,
+    metal, sycl, cann, cpu; default from the device). `calibration` defaults to the bundled fit.
+    """
+    cpu_expert_layers = cpu_expert_layers or settings.cpu_moe_layers
+    if calibration is None:
+        from fitprobe.catalogs.speed_calibration import load_calibration
+
+        calibration = load_calibration()
+    if backend is not None and backend not in BACKENDS:
+        raise ValueError(f"unknown backend '{backend}' (choose from: {', '.join(BACKENDS)})")
+    notes: list[str] = []
+    devices = hw.devices
+    for dev in devices:
+        if not dev.bandwidth_gbs:
+            raise ValueError(f"the catalog has no memory bandwidth for {dev.name}: speed cannot be estimated")
+    ref = devices[0] if devices else None
+    key = backend_key(settings.engine, ref, backend)
+    cpu = calibration.cpu
+    eff = calibration.efficiency(key) if devices else Efficiency(
+        bandwidth=cpu.bandwidth, compute=1.0, batch_compute=1.0, fixed_ms=0.0, calibrated=cpu.calibrated,
+        basis=cpu.basis)
+    if not eff.calibrated:
+        notes.append(f"{key}: no published benchmark in the calibration set; {eff.basis}")
+    quant = calibration.quant_rates(quant_family(settings.quant))
+    arch_factor = 1.0
+    if spec.recurrent_layers and settings.engine in ("llama.cpp", "ollama"):
+        arch_factor = NEW_ARCH_FACTOR
+        notes.append("recurrent / gated-delta-net layers: llama.cpp kernels for them run at about half the "
+                     "bandwidth roofline (FORMULAS §4.1, 0.5× until measured)")
+    threads = hw.cpu_threads
+    terms = decode_terms(spec, weights, settings, hw, memory, cpu_expert_layers=cpu_expert_layers)
+    unified = bool(ref and ref.unified_memory)
+    ram_bw = ram_bandwidth_gbs or hw.ram_bandwidth_gbs or (ref.bandwidth_gbs if unified and ref else None)
+    if terms.cpu_bytes and not ram_bw:
+        notes.append(f"system RAM bandwidth unknown: assumed {DEFAULT_RAM_BANDWIDTH_GBS} GB/s "
+                     "(dual-channel DDR5-5600); pass --ram-bw or measure it with `fitprobe probe --bench`")
+    if terms.cpu_bytes and not threads:
+        notes.append("CPU core count unknown: the RAM bandwidth is taken as reachable")
+    dev_tflops = [calibration.device_tflops(d, key) for d in devices]
+    tflops = None
+    if devices and all(dev_tflops):
+        tflops = sum(dev_tflops) if terms.parallel else min(dev_tflops)
+    elif not devices and threads:
+        tflops = threads * cpu.core_gflops / 1e3
+    if settings.batch > 1 and not tflops:
+        notes.append("no compute figure for this device: batched decode counted as bandwidth bound only")
+    parts = decode_parts(terms, devices, eff, quant, cpu, ram_bw_gbs=ram_bw, threads=threads, tflops=tflops,
+                         arch_factor=arch_factor)
+    if terms.parallel and len(devices) > 1:
+        link = terms.link
+        notes.append(f"tensor parallel {len(devices)} over {'NVLink' if link == 'nvlink' else 'PCIe'}: "
+                     f"2 all-reduces per layer at ~{ALLREDUCE_US[link]:.0f} µs each")
+    if len(devices) > 1 and not terms.parallel:
+        notes.append(f"llama.cpp layer split over {len(devices)} devices: decode runs them one after another, "
+                     "prefill overlaps only the micro-batches of one batch")
+    step_ms = sum(parts.values())
+    bound = max(parts, key=parts.get)
+    prefill = ttft = None
+    pt = prefill_terms(spec, weights, settings, hw, memory, tokens=prompt_tokens, depth=prompt_depth,
+                       n_batch=n_batch)
+    if devices and all(dev_tflops):
+        t_pp = prefill_seconds(pt, devices, dev_tflops, eff, quant, arch_factor=arch_factor)
+        prefill, ttft = prompt_tokens / t_pp, t_pp * 1e3
+    elif not devices and threads:
+        t_pp = cpu_prefill_seconds(pt, cpu, threads)
+        prefill, ttft = prompt_tokens / t_pp, t_pp * 1e3
+    elif devices:
+        notes.append("the catalog has no FP16 TFLOPS for this device and no benchmark measured it: "
+                     "prefill and TTFT are not estimated")
+    else:
+        notes.append("CPU core count unknown: prefill and TTFT are not estimated")
+    gpu_bytes = sum(terms.device_dense) + sum(terms.device_expert)
+    return Speed(decode_tps=1e3 / step_ms, aggregate_tps=settings.batch * 1e3 / step_ms, batch=settings.batch,
+                 prefill_tps=prefill, ttft_ms=ttft, prompt_tokens=prompt_tokens,
+                 bytes_per_token=int(gpu_bytes + terms.cpu_bytes), gpu_bytes_per_token=int(gpu_bytes),
+                 cpu_bytes_per_token=int(terms.cpu_bytes), gpu_ms=parts["GPU bandwidth"],
+                 cpu_ms=parts["system RAM bandwidth"], overhead_ms=parts["per-step overhead"],
+                 compute_ms=parts["compute"], backend=key, efficiency=eff, bound=bound, notes=notes)

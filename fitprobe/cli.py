@@ -54,6 +54,10 @@ def size_options(f):
                      help="share of physical memory treated as usable"),
         click.option("--min-margin", default="0", help="margin below which the verdict is 'tight', e.g. 2GiB"),
         click.option("--ram-gib", type=float, default=None, help="system RAM for offload (default: unknown)"),
+        click.option("--ram-bw", type=float, default=None,
+                     help="speed: system RAM bandwidth GB/s (default 89.6; measure it: fitprobe probe --bench)"),
+        click.option("--threads", "cpu_threads", type=int, default=None,
+                     help="speed: CPU cores llama.cpp computes on (default: probed physical cores)"),
         click.option("--token", default=None, help="Hugging Face token for gated repos (or HF_TOKEN)"),
         click.option("--revision", default=None, help="Hub revision (branch, tag or commit)"),
         click.option("--json", "as_json", is_flag=True, help="print the JSON contract"),
@@ -154,11 +158,13 @@ def _register_optional() -> None:
     from fitprobe.cmd_probe import probe_command
     from fitprobe.cmd_report import report_command
     from fitprobe.cmd_schema import schema_command
+    from fitprobe.cmd_simulate import simulate_command
 
     main.add_command(probe_command)
     main.add_command(list_command)
     main.add_command(report_command)
     main.add_command(schema_command)
+    main.add_command(simulate_command)
 
 
 _register_optional()

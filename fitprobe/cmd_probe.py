@@ -42,6 +42,9 @@ def render_report(report) -> str:
     if report.cgroup_limit_bytes:
         ram += f"; container limit {_gib(report.cgroup_limit_bytes)}"
     lines.append(ram)
+    if report.ram_bandwidth_gbs:
+        lines.append(f"RAM bandwidth: {report.ram_bandwidth_gbs:.1f} GB/s measured ({report.ram_bandwidth_method}); "
+                     f"pass it to plan/check as --ram-bw {report.ram_bandwidth_gbs:.0f}")
     if report.visible_masks:
         lines.append("masks: " + ", ".join(f"{k}={v}" for k, v in report.visible_masks.items()))
     lines.append("backends:")
@@ -55,12 +58,19 @@ def render_report(report) -> str:
 
 @click.command("probe")
 @click.option("--json", "as_json", is_flag=True, help="Print the full probe report as JSON.")
-def probe_command(as_json: bool) -> None:
+@click.option("--bench", is_flag=True, help="Also measure the RAM bandwidth (a memory copy, under 2 s).")
+def probe_command(as_json: bool, bench: bool) -> None:
     """Show the GPUs, CPU and RAM this machine has, and where each number came from."""
     try:
         from fitprobe.probe.registry import probe_machine
 
         report = probe_machine()
+        if bench:
+            from fitprobe.probe.membw import measure_copy_bandwidth
+
+            gbs, method = measure_copy_bandwidth()
+            if gbs > 0:
+                report.ram_bandwidth_gbs, report.ram_bandwidth_method = round(gbs, 1), method
         out = report.model_dump_json(indent=2) if as_json else render_report(report)
     except Exception as exc:  # noqa: BLE001 - the probe must never end in a traceback
         click.echo(f"error: probe failed: {type(exc).__name__}: {exc}", err=True)

@@ -18,7 +18,6 @@ def _report_options(f):
         click.option("--hours-per-day", type=float, default=4.0, show_default=True, help="cost: hours of use per day"),
         click.option("--electricity", type=float, default=0.15, show_default=True, help="cost: electricity USD per kWh"),
         click.option("--hardware-price", type=float, default=None, help="cost: purchase price (default: catalog)"),
-        click.option("--ram-bw", type=float, default=None, help="speed: system RAM bandwidth GB/s (offload)"),
         click.option("--ft-seq-len", type=int, default=2048, show_default=True, help="fine-tuning sequence length"),
         click.option("--ft-batch", type=int, default=1, show_default=True, help="fine-tuning micro-batch"),
         click.option("--ft-no-checkpointing", is_flag=True, help="fine-tuning without gradient checkpointing"),
@@ -96,7 +95,8 @@ def build(model: str, gpu: str | None, gpus: int, opts: dict):
     from fitprobe.app import (UsageError, catalog_hardware, check_settings, fill_report, pick_format,
                               require_known_ram, size_plan)
     from fitprobe.catalogs.resolve import ResolveError, resolve
-    from fitprobe.commands import HardwareError, build_settings, probed_hardware, requirements_from, resolve_context
+    from fitprobe.commands import (HardwareError, build_settings, probed_hardware, requirements_from, resolve_context,
+                                   with_host_speed)
     from fitprobe.estimator.cost import CostOptions
     from fitprobe.estimator.fields import replace
     from fitprobe.estimator.finetune import FinetuneOptions
@@ -106,8 +106,6 @@ def build(model: str, gpu: str | None, gpus: int, opts: dict):
             raise UsageError("--usable must be a fraction in (0, 1]")
         if not 0 < opts["gpu_util"] <= 1:
             raise UsageError("--gpu-util must be a fraction in (0, 1]")
-        if opts["ram_bw"] is not None and opts["ram_bw"] <= 0:
-            raise UsageError("--ram-bw must be positive (GB/s)")
         try:
             cost = CostOptions(hours_per_day=opts["hours_per_day"], electricity_usd_per_kwh=opts["electricity"],
                                hardware_price_usd=opts["hardware_price"])
@@ -127,8 +125,7 @@ def build(model: str, gpu: str | None, gpus: int, opts: dict):
             source = "probe"
             if ram:
                 hw = replace(hw, system_ram_bytes=ram)
-        if opts["ram_bw"]:
-            hw = replace(hw, ram_bandwidth_gbs=opts["ram_bw"])
+        hw = with_host_speed(hw, opts)
         import os
 
         resolved = resolve(model, token=opts.get("token") or os.environ.get("HF_TOKEN"), revision=opts.get("revision"))

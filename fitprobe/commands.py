@@ -43,6 +43,22 @@ def resolve_context(opts: dict, spec) -> bool:
     return True
 
 
+def with_host_speed(hw, opts: dict):
+    """--ram-bw and --threads: the host's RAM bandwidth and CPU cores for offloaded or CPU-only decode."""
+    from fitprobe.app import UsageError
+
+    bw, threads = opts.get("ram_bw"), opts.get("cpu_threads")
+    if bw is not None and bw <= 0:
+        raise UsageError(f"--ram-bw must be positive (GB/s), got {bw:g}")
+    if threads is not None and threads <= 0:
+        raise UsageError(f"--threads must be at least 1, got {threads}")
+    if bw:
+        hw = replace(hw, ram_bandwidth_gbs=bw)
+    if threads:
+        hw = replace(hw, cpu_threads=threads)
+    return hw
+
+
 def emit(sized, as_json: bool, also_text: bool = False, full: bool = False) -> None:
     """JSON to stdout (and, with --text, the human report on stderr), or the human report alone."""
     from fitprobe.render import render_plan
@@ -162,6 +178,7 @@ def run_plan(command: str, model: str, *, gpu: str | None, gpus: int, hardware=N
         requirements = requirements_from(opts, min_margin)
         hw = hardware or catalog_hardware(gpu, gpus, usable_fraction=opts["usable_fraction"], ram_bytes=ram,
                                           memory_gib=opts.get("memory_gib"))
+        hw = with_host_speed(hw, opts)
         token = opts.get("token") or os.environ.get("HF_TOKEN")
         resolved = resolve(model, token=token, revision=opts.get("revision"))
         longest = resolve_context(opts, resolved.spec)

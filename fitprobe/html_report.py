@@ -1,4 +1,4 @@
-"""One self-contained HTML page for a report (inline CSS and SVG, no scripts, no network).
+"""One self-contained HTML page for a report (inline CSS, SVG and one inline script, no network).
 
 Every number the test compares carries `data-k="<json path>"` and `data-v="<raw JSON value>"`;
 the visible text is the same value formatted for people.
@@ -15,7 +15,22 @@ table{border-collapse:collapse;width:100%;margin:6px 0}th,td{border:1px solid #d
 th{background:#f6f8fa}td:first-child,th:first-child{text-align:left}.fits{color:#116329}.tight{color:#9a6700}
 .exceeds{color:#cf222e}.verdict{font-size:18px;font-weight:600;margin:10px 0}.muted{color:#57606a;font-size:12px}
 .cards{display:flex;gap:12px;flex-wrap:wrap}.card{border:1px solid #d0d7de;border-radius:6px;padding:8px 12px;min-width:150px}
-.card b{display:block;font-size:20px}"""
+.card b{display:block;font-size:20px}
+.sim{border:1px solid #d0d7de;border-radius:6px;padding:10px 12px;min-height:5em;font-family:ui-monospace,monospace;white-space:pre-wrap}
+.sim .wait{color:#57606a}"""
+# The speed simulator: wait the time to first token, then show one word per token at the decode speed
+# (the same timing as fitprobe/simulate.py: token i at ttft + (i+1)/tps, sped up past 30 s). Inline, no network.
+SIM_JS = """(function(){var b=document.getElementById('sim'),o=document.getElementById('simout');if(!b)return;
+var ttft=parseFloat(b.dataset.ttft)/1000||0,tps=parseFloat(b.dataset.tps),n=parseInt(b.dataset.tokens,10);
+var words=b.dataset.words.split(' '),total=ttft+n/tps,k=Math.max(1,total/30),timer=null;
+function run(){if(timer)clearInterval(timer);var t0=performance.now(),shown=0;o.textContent='';
+var w=document.createElement('span');w.className='wait';o.appendChild(w);var txt=document.createTextNode('');o.appendChild(txt);
+timer=setInterval(function(){var el=(performance.now()-t0)/1000*k;
+if(el<ttft){w.textContent='reading the prompt\u2026 '+el.toFixed(2)+' s';return;}
+w.textContent='first token after '+ttft.toFixed(2)+' s\n';var due=Math.min(n,Math.floor((el-ttft)*tps));
+while(shown<due){txt.data+=(shown?' ':'')+words[shown%words.length];shown++;}
+if(shown>=n){clearInterval(timer);timer=null;txt.data+='\n'+n+' tokens in '+total.toFixed(2)+' s at '+tps.toFixed(1)+' tok/s'+(k>1?' (shown '+k.toFixed(1)+'\u00d7 faster)':'');}},16);}
+b.addEventListener('click',run);})();"""
 
 
 def _v(key: str, value, text: str | None = None) -> str:
@@ -41,6 +56,20 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
     th = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
     return f"<table><tr>{th}</tr>{body}</table>"
+
+
+def simulator(sp) -> str:
+    """The live speed simulator: a button that plays the wait and the tokens (see SIM_JS)."""
+    from fitprobe.simulate import SAMPLE
+
+    if not sp.decode_tps:
+        return ""
+    ttft = "" if sp.ttft_ms is None else f"{sp.ttft_ms:.1f}"
+    return ("<h2>Speed simulator</h2><div class='muted'>one word per token; the pause is the time to first token "
+            f"of a {sp.prompt_tokens:,}-token prompt</div>"
+            f"<button id='sim' data-ttft='{ttft}' data-tps='{sp.decode_tps:.4f}' data-tokens='120' "
+            f"data-words='{escape(' '.join(SAMPLE))}'>Play</button><div id='simout' class='sim'></div>"
+            f"<script>{SIM_JS}</script>")
 
 
 def scaling_svg(o) -> str:
@@ -130,6 +159,7 @@ def render_html(o) -> str:
             ["bound by", escape(sp.bound)],
             ["backend (η / MFU / fixed ms)", f"{escape(sp.backend)}: {e.bandwidth:.2f} / {e.compute:.2f} / {e.fixed_ms:.2f}"
              + ("" if e.calibrated else " (uncalibrated)")]]) + "".join(f"<div class='muted'>{escape(n)}</div>" for n in sp.notes))
+        h.append(simulator(sp))
     c = o.cost
     if c:
         rows = [[escape(x.provider), escape(x.instance), _f(f"cost.offers.{i}.price_per_hour_usd", x.price_per_hour_usd, "{:,.2f}"),

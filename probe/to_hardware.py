@@ -83,8 +83,11 @@ def probe_hardware(report: ProbeReport, catalog: list[dict[str, Any]] | None = N
     if report.cgroup_limit_bytes:
         ram = min(ram, report.cgroup_limit_bytes) if ram else report.cgroup_limit_bytes
         avail = min(avail, report.cgroup_limit_bytes) if avail is not None else None
+    cpu = report.cpu
     return Hardware(
         devices=devices,
         system_ram_bytes=ram or None,
         ram_available_bytes=avail,
+        ram_bandwidth_gbs=report.ram_bandwidth_gbs,
+        cpu_threads=(cpu.physical_cores or cpu.logical_cores) if cpu else None,
     )

@@ -116,6 +116,8 @@ class ProbeReport(BaseModel):
     ram_source: Source | None = None
     cgroup_limit_bytes: int | None = None
     cgroup_source: str | None = None
+    ram_bandwidth_gbs: float | None = None  # measured by `probe --bench` (probe/membw.py)
+    ram_bandwidth_method: str | None = None
     visible_masks: dict[str, str] = Field(default_factory=dict)
     backends: list[BackendStatus] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

@@ -1,13 +1,15 @@
-"""Speed model vs published benchmarks: estimate, error and leave-one-out error per point.
+"""Speed model vs published benchmarks: fit, in-sample error and leave-one-source-out error.
 
-    .venv/bin/python scripts/speed_accuracy.py           # table + median absolute errors
-    .venv/bin/python scripts/speed_accuracy.py --write   # refit backends/device_rates into the JSON
+    .venv/bin/python scripts/speed_accuracy.py           # table + median / p90 absolute errors
+    .venv/bin/python scripts/speed_accuracy.py --write   # refit and write the constants into the JSON
 
-Fit, per backend group (FORMULAS §4): η and t_fixed on batch-1 decode points (t_fixed only with
-3+ points), the batched-decode MFU on batch > 1 points, then the prefill MFU with η fixed. All
-minimise Σ|log(estimate / measured)|. Devices the catalog has no TFLOPS for (Apple, Strix Halo)
-get a measured effective rate from their own prefill points. Leave-one-out refits a group
-without the point being predicted, so it shows how the model does on runs it has not seen.
+The fit (FORMULAS §4) minimises Σ|log(estimate / measured)| by coordinate descent over: per backend
+group η, t_fixed, μ (routed-expert bandwidth), prefill MFU and batched-decode MFU; per quant kernel
+family φ (decode) and ψ (prefill) relative to the K-quants; for CPUs η_cpu, GB/s and GFLOPS per thread.
+Devices with no TFLOPS figure and no Apple shader rate (Strix Halo, DGX Spark) get an effective rate
+measured on their own prefill points. Leave-one-source-out refits everything without the points of one
+source (one PR, one issue, one benchmark page) and predicts them: how the model does on a publication it
+has not seen. Points it cannot predict then (no compute figure left for the device) are counted apart.
 """
 from __future__ import annotations
 
@@ -16,147 +18,271 @@ import copy
 import json
 import statistics
 import sys
-from math import log
+from math import exp, log
 
-from fitprobe.catalogs.speed_calibration import (PATH, DeviceRate, Point, SpeedCalibration, load_calibration,
-                                                 point_inputs)
+from fitprobe.catalogs.speed_calibration import PATH, DeviceRate, Point, SpeedCalibration, load_calibration, point_inputs
 from fitprobe.estimator.fields import asdict, replace
-from fitprobe.estimator.speed import Efficiency, backend_key, estimate_speed, matmul_params, _attention_flops
+from fitprobe.estimator.speed import (NEW_ARCH_FACTOR, CpuRates, Efficiency, QuantRates, backend_key, cpu_prefill_seconds,
+                                      decode_parts, decode_terms, prefill_seconds, prefill_terms, quant_family)
 
-# Bounds keep the two-parameter fit physical: η ≤ 0.9 (the best run in FORMULAS §4.1's table
-# reaches 0.86 of peak); t_fixed within FORMULAS §4.1's ranges, ≤ 1 ms on CUDA (graphs),
-# ≤ 3 ms elsewhere (Metal 2–3 ms).
-ETA = [round(0.1 + 0.005 * i, 3) for i in range(161)]
-FIXED_MAX = {"llama.cpp/cuda": 1.0}
-MFU = [round(0.05 + 0.01 * i, 2) for i in range(116)]
-
-
-def _inputs(points: list[Point]) -> dict:
-    return {p.id: point_inputs(p) for p in points}
+# Bounds keep the fit physical: η ≤ 0.95 of peak; t_fixed within FORMULAS §4.1's ranges (≤ 6 ms);
+# MFU ≤ 1.2 of the catalog's dense FP16 figure (AMD's dual-issue figures make > 1 impossible, NVIDIA
+# consumer cards' FP16-accumulate rate is 2× the catalogued FP32-accumulate one).
+BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "expert_bandwidth": (0.25, 1.5),
+          "compute": (0.03, 1.2), "batch_compute": (0.03, 1.2), "q_bandwidth": (0.4, 1.6), "q_compute": (0.2, 3.0),
+          "cpu_bandwidth": (0.2, 0.95), "core_gbs": (1.0, 40.0), "core_gflops": (2.0, 400.0)}
 
 
-def estimate(p: Point, inputs, cal: SpeedCalibration) -> float | None:
-    spec, w, st, hw, mem = inputs
-    s = estimate_speed(spec, w, st, hw, mem, prompt_tokens=p.tokens, prompt_depth=p.depth, calibration=cal)
-    return s.aggregate_tps if p.kind == "decode" else s.prefill_tps
+# Without multi-device prefill points the pipeline overlap is unknown: half the ideal gain.
+PIPELINE_PRIOR = 0.5
 
 
-def _key(p: Point, inputs: dict) -> str:
-    return backend_key(p.engine, inputs[p.id][3].devices[0])
+class Case:
+    """One point with everything the estimator derives from its sizing, computed once."""
+
+    def __init__(self, p: Point):
+        spec, w, st, hw, mem = point_inputs(p)
+        self.p, self.devices, self.threads, self.ram_bw = p, hw.devices, hw.cpu_threads, hw.ram_bandwidth_gbs
+        ref = hw.devices[0] if hw.devices else None
+        self.key = backend_key(p.engine, ref, p.backend)
+        self.family = quant_family(st.quant)
+        self.arch = NEW_ARCH_FACTOR if spec.recurrent_layers and p.engine == "llama.cpp" else 1.0
+        if ref and ref.unified_memory:
+            self.ram_bw = ref.bandwidth_gbs
+        if p.kind == "decode":
+            self.terms = decode_terms(spec, w, st, hw, mem)
+        else:
+            self.terms = prefill_terms(spec, w, st, hw, mem, tokens=p.tokens, depth=p.depth, n_batch=p.n_batch)
+
+    def estimate(self, cal: SpeedCalibration) -> float | None:
+        eff = cal.efficiency(self.key)
+        q = cal.quant_rates(self.family)
+        tf = [cal.device_tflops(d, self.key) for d in self.devices]
+        if self.p.kind == "decode":
+            tflops = (sum(tf) if self.terms.parallel else min(tf)) if self.devices and all(tf) else None
+            if not self.devices and self.threads:
+                tflops = self.threads * cal.cpu.core_gflops / 1e3
+            parts = decode_parts(self.terms, self.devices, eff, q, cal.cpu, ram_bw_gbs=self.ram_bw,
+                                 threads=self.threads, tflops=tflops, arch_factor=self.arch)
+            return self.p.batch * 1e3 / sum(parts.values())
+        if not self.devices:
+            return self.p.tokens / cpu_prefill_seconds(self.terms, cal.cpu, self.threads)
+        if not all(tf):
+            return None
+        return self.p.tokens / prefill_seconds(self.terms, self.devices, tf, eff, q, arch_factor=self.arch)
 
 
-def _score(pairs) -> float:
-    return sum(abs(log(e / m)) for e, m in pairs if e)
+def _score(cases, cal) -> float:
+    total = 0.0
+    for c in cases:
+        e = c.estimate(cal)
+        if e:
+            total += abs(log(e / c.p.tps))
+    return total
 
 
-def device_rates(points, inputs) -> list[DeviceRate]:
-    """Effective TFLOPS = prefill FLOPs / measured time, median per device, where the catalog has none."""
+def device_rates(cases: list[Case], cal: SpeedCalibration) -> list[DeviceRate]:
+    """Effective TFLOPS = prefill FLOPs / measured time, median per device, where no figure exists."""
     by: dict[tuple[str, str], list[tuple[float, str]]] = {}
-    for p in points:
-        spec, w, st, hw, mem = inputs[p.id]
-        if p.kind != "prefill" or hw.devices[0].fp16_tflops:
+    for c in cases:
+        d = c.devices[0] if c.devices else None
+        if c.p.kind != "prefill" or d is None or d.fp16_tflops or d.kind == "apple":
             continue
-        flops = 2 * matmul_params(spec)[0] * p.tokens + _attention_flops(spec, p.tokens, p.depth)
-        by.setdefault((p.gpu, _key(p, inputs)), []).append((flops * p.tps / p.tokens / 1e12, p.id))
+        rate = sum(c.terms.chunk_flops) * c.p.tps / c.p.tokens / 1e12 / len(c.devices)
+        by.setdefault((c.p.gpu, c.key), []).append((rate, c.p.id))
     return [DeviceRate(gpu=g, backend=b, tflops=round(statistics.median(r for r, _ in v), 3),
                        from_points=[i for _, i in v]) for (g, b), v in sorted(by.items())]
 
 
-def fit(points: list[Point], inputs, base: SpeedCalibration) -> SpeedCalibration:
+def _descend(get, put, cases, cal, lo, hi, rounds=3, steps=13) -> None:
+    """Coordinate step on one parameter: a log grid around its value, narrowing each round."""
+    span = 2.0
+    for _ in range(rounds):
+        v0 = max(get(), lo + 1e-6)
+        best, best_s = get(), _score(cases, cal)
+        for i in range(steps):
+            v = min(hi, max(lo, v0 * exp(log(span) * (2 * i / (steps - 1) - 1)))) if v0 > 0 else lo + (hi - lo) * i / steps
+            put(v)
+            s = _score(cases, cal)
+            if s < best_s - 1e-12:
+                best, best_s = v, s
+        put(best)
+        span = span ** 0.5
+
+
+def _descend_linear(get, put, cases, cal, lo, hi, steps=25) -> None:
+    best, best_s = get(), _score(cases, cal)
+    for i in range(steps + 1):
+        put(lo + (hi - lo) * i / steps)
+        s = _score(cases, cal)
+        if s < best_s - 1e-12:
+            best, best_s = get(), s
+    put(best)
+
+
+def _fit_eta_fixed(key: str, one: list[Case], cal: SpeedCalibration) -> None:
+    """η and t_fixed together on batch-1 decode (they trade off): a 2-D grid. t_fixed needs two
+    model sizes from two sources to be told apart from η; else it stays at FORMULAS §4.1's 1 ms."""
+    lo, hi = BOUNDS["bandwidth"]
+    etas = [lo + 0.025 * i for i in range(int((hi - lo) / 0.025) + 1)]
+    enough = len({c.p.model for c in one}) >= 2 and len({c.p.source for c in one}) >= 2
+    fixed = [0.2 * i for i in range(31)] if enough else [1.0]
+    best, best_s = None, None
+    for e in etas:
+        for f in fixed:
+            cal.backends[key] = replace(cal.backends[key], bandwidth=e, fixed_ms=f)
+            s = _score(one, cal)
+            if best_s is None or s < best_s:
+                best, best_s = (e, f), s
+    cal.backends[key] = replace(cal.backends[key], bandwidth=best[0], fixed_ms=best[1])
+
+
+def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCalibration:
     cal = copy.deepcopy(base)
-    cal.device_rates = device_rates(points, inputs)
-    groups: dict[str, list[Point]] = {}
-    for p in points:
-        groups.setdefault(_key(p, inputs), []).append(p)
-    cal.backends = {}
-    for key, pts in sorted(groups.items()):
-        one = [p for p in pts if p.kind == "decode" and p.batch == 1]
-        if not one:
-            continue
-        unit = Efficiency(bandwidth=1, compute=1, batch_compute=1, fixed_ms=0)
-        cal.backends[key] = unit
-        base_ms = []
-        for p in one:
-            spec, w, st, hw, mem = inputs[p.id]
-            s = estimate_speed(spec, w, st, hw, mem, calibration=cal)
-            base_ms.append((s.gpu_ms, 1e3 / p.tps))
-        top = FIXED_MAX.get(key, 3.0)
-        fixed = [round(0.05 * i, 2) for i in range(int(top / 0.05) + 1)] if len(one) >= 3 else [0.0]
-        eta, fx = min(((e, f) for e in ETA for f in fixed),
-                      key=lambda ef: sum(abs(log((g / ef[0] + ef[1]) / m)) for g, m in base_ms))
-        eff = Efficiency(bandwidth=eta, compute=1, batch_compute=1, fixed_ms=fx,
-                         basis=f"fitted on {len(one)} batch-1 decode points")
-        cal.backends[key] = eff
-        batched = [p for p in pts if p.kind == "decode" and p.batch > 1]
-        pre = [p for p in pts if p.kind == "prefill" and inputs[p.id][3].devices[0].fp16_tflops]
-        mfu = _grid(pre, inputs, cal, key, "compute") if pre else None
-        eff = replace(eff, compute=mfu or 0.5)
-        cal.backends[key] = eff
-        mfu_b = _grid(batched, inputs, cal, key, "batch_compute") if batched else None
-        cal.backends[key] = replace(eff, batch_compute=mfu_b or eff.compute,
-            basis=f"{len(one)} batch-1 decode, {len(batched)} batched decode, {len(pre)} prefill points"
-                     + ("" if mfu else "; prefill MFU not fitted (no device with a TFLOPS figure): 0.5"))
+    cal.device_rates = []
+    groups: dict[str, list[Case]] = {}
+    for c in cases:
+        groups.setdefault(c.key, []).append(c)
+    cal.backends = {k: Efficiency(bandwidth=0.7, compute=0.5, batch_compute=0.5, fixed_ms=1.0, pipeline=PIPELINE_PRIOR)
+                    for k, g in groups.items() if k != "llama.cpp/cpu" and any(c.p.kind == "decode" for c in g)}
+    families = sorted({c.family for c in cases if c.family != "k" and c.devices})
+    cal.quant_families = {f: QuantRates() for f in families}
+    cal.cpu = CpuRates(bandwidth=0.65, core_gbs=10.0, core_gflops=50.0)
+    cal.device_rates = device_rates(cases, cal)
+
+    def backend_param(key, name):
+        return (lambda: getattr(cal.backends[key], name),
+                lambda v: cal.backends.__setitem__(key, replace(cal.backends[key], **{name: v})))
+
+    def family_param(fam, name):
+        return (lambda: getattr(cal.quant_families[fam], name),
+                lambda v: cal.quant_families.__setitem__(fam, replace(cal.quant_families[fam], **{name: v})))
+
+    def cpu_param(name):
+        return (lambda: getattr(cal.cpu, name), lambda v: setattr(cal, "cpu", replace(cal.cpu, **{name: v})))
+
+    for _ in range(sweeps):
+        for key in cal.backends:
+            g = groups[key]
+            dec = [c for c in g if c.p.kind == "decode"]
+            one = [c for c in dec if c.p.batch == 1]
+            moe = [c for c in one if any(c.terms.device_expert)]
+            pre = [c for c in g if c.p.kind == "prefill"]
+            bat = [c for c in dec if c.p.batch > 1]
+            _fit_eta_fixed(key, one, cal)
+            if moe and len(one) > len(moe):
+                _descend(*backend_param(key, "expert_bandwidth"), moe, cal, *BOUNDS["expert_bandwidth"])
+            if pre:
+                _descend(*backend_param(key, "compute"), pre, cal, *BOUNDS["compute"])
+            if bat:
+                _descend(*backend_param(key, "batch_compute"), bat, cal, *BOUNDS["batch_compute"])
+            multi = [c for c in pre if len(c.devices) > 1 and c.terms.chunks_per_batch > 1]
+            if multi:
+                _descend_linear(*backend_param(key, "pipeline"), multi, cal, 0.0, 1.0, steps=20)
+        for fam in families:
+            fc = [c for c in cases if c.family == fam and c.devices]
+            if any(c.p.kind == "decode" for c in fc):
+                _descend(*family_param(fam, "bandwidth"), [c for c in fc if c.p.kind == "decode"], cal,
+                         *BOUNDS["q_bandwidth"])
+            if any(c.p.kind == "prefill" for c in fc):
+                _descend(*family_param(fam, "compute"), [c for c in fc if c.p.kind == "prefill"], cal,
+                         *BOUNDS["q_compute"])
+        cpu = [c for c in cases if not c.devices]
+        if cpu:
+            cd = [c for c in cpu if c.p.kind == "decode"]
+            _descend(*cpu_param("bandwidth"), cd, cal, *BOUNDS["cpu_bandwidth"])
+            _descend(*cpu_param("core_gbs"), cd, cal, *BOUNDS["core_gbs"])
+            _descend(*cpu_param("core_gflops"), [c for c in cpu if c.p.kind == "prefill"], cal, *BOUNDS["core_gflops"])
+    for key, g in groups.items():
+        if key in cal.backends:
+            n = {k: sum(1 for c in g if c.p.kind == k) for k in ("decode", "prefill")}
+            cal.backends[key] = replace(cal.backends[key], calibrated=True,
+                                        basis=f"fitted on {n['decode']} decode and {n['prefill']} prefill points "
+                                              f"from {len({c.p.source for c in g})} sources")
+    if cpu:
+        cal.cpu = replace(cal.cpu, calibrated=True, basis=f"fitted on {len(cpu)} CPU-only points "
+                                                           f"from {len({c.p.source for c in cpu})} sources")
     return cal
 
 
-def _grid(pts, inputs, cal, key, field) -> float:
-    best, best_score = None, None
-    for v in MFU:
-        cal.backends[key] = replace(cal.backends[key], **{field: v})
-        score = _score((estimate(p, inputs[p.id], cal), p.tps) for p in pts)
-        if best_score is None or score < best_score:
-            best, best_score = v, score
-    return best
+def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
+    r = lambda x: round(x, 3)  # noqa: E731
+    cal.backends = {k: replace(v, bandwidth=r(v.bandwidth), compute=r(v.compute), batch_compute=r(v.batch_compute),
+                               fixed_ms=r(v.fixed_ms), expert_bandwidth=r(v.expert_bandwidth), pipeline=r(v.pipeline))
+                    for k, v in cal.backends.items()}
+    cal.quant_families = {k: QuantRates(bandwidth=r(v.bandwidth), compute=r(v.compute))
+                          for k, v in cal.quant_families.items()}
+    cal.cpu = replace(cal.cpu, bandwidth=r(cal.cpu.bandwidth), core_gbs=r(cal.cpu.core_gbs),
+                      core_gflops=r(cal.cpu.core_gflops))
+    return cal
+
+
+def _stats(errs: list[float]) -> str:
+    if not errs:
+        return "n=0"
+    e = sorted(errs)
+    p90 = e[min(len(e) - 1, int(round(0.9 * (len(e) - 1))))]
+    return f"median {statistics.median(e):.1%}, p90 {p90:.1%} (n={len(e)})"
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="refit and write backends/device_rates")
+    ap.add_argument("--write", action="store_true", help="refit and write the fitted constants into the JSON")
+    ap.add_argument("--no-loso", action="store_true", help="skip the leave-one-source-out refits")
     args = ap.parse_args(argv)
-    raw = json.loads(PATH.read_text())
     base = load_calibration()
-    points = base.points
-    inputs = _inputs(points)
-    cal = fit(points, inputs, base)
+    cases = [Case(p) for p in base.points]
+    cal = _rounded(fit(cases, base))
     if args.write:
-        raw["backends"] = {k: asdict(v) for k, v in cal.backends.items()}
+        raw = json.loads(PATH.read_text())
+        raw["backends"] = {k: asdict(v) for k, v in sorted(cal.backends.items())}
+        raw["quant_families"] = {k: asdict(v) for k, v in sorted(cal.quant_families.items())}
+        raw["cpu"] = asdict(cal.cpu)
         raw["device_rates"] = [asdict(r) for r in cal.device_rates]
-        PATH.write_text(json.dumps(raw, indent=1) + "\n")
-    rates = {r.gpu for r in cal.device_rates}
-    rows, errs, loo_errs = [], {"decode": [], "prefill": []}, {"decode": [], "prefill": []}
-    for p in points:
-        est = estimate(p, inputs[p.id], cal)
-        defines = p.kind == "prefill" and p.gpu in rates
-        rest = [q for q in points if q.id != p.id]
-        loo = None
-        loo_cal = fit(rest, inputs, base)
-        if _key(p, inputs) in loo_cal.backends and (not defines or p.gpu in {r.gpu for r in loo_cal.device_rates}):
-            loo = estimate(p, inputs[p.id], loo_cal)
-        err = (est / p.tps - 1) if est else None
-        loo_err = (loo / p.tps - 1) if loo else None
-        if err is not None and not defines:
-            errs[p.kind].append(abs(err))
-        if loo_err is not None:
-            loo_errs[p.kind].append(abs(loo_err))
-        rows.append((p, est, err, loo, loo_err, defines))
-    print(f"{'point':<30}{'kind':<8}{'backend':<22}{'published':>10}{'estimate':>10}{'error':>8}{'LOO est':>10}{'LOO err':>8}")
-    for p, est, err, loo, loo_err, defines in rows:
-        e = f"{err:+.0%}" if err is not None else "-"
-        if defines:
-            e = "(rate)"
-        print(f"{p.id:<30}{p.kind:<8}{_key(p, inputs):<22}{p.tps:>10.1f}{(est or 0):>10.1f}{e:>8}"
-              f"{(loo or 0):>10.1f}{(f'{loo_err:+.0%}' if loo_err is not None else '-'):>8}")
+        PATH.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
+    defines = {i for r in cal.device_rates for i in r.from_points}
+    loso: dict[str, float | None] = {}
+    if not args.no_loso:
+        for src in sorted({c.p.source for c in cases}):
+            held = [c for c in cases if c.p.source == src]
+            rest_cal = fit([c for c in cases if c.p.source != src], base)
+            for c in held:
+                loso[c.p.id] = c.estimate(rest_cal)
+    errs = {"decode": [], "prefill": []}
+    loso_errs = {"decode": [], "prefill": []}
+    unpredicted = []
+    print(f"{'point':<32}{'kind':<8}{'backend':<18}{'published':>10}{'estimate':>10}{'error':>8}{'LOSO':>10}{'err':>8}")
+    for c in cases:
+        est = c.estimate(cal)
+        err = est / c.p.tps - 1 if est else None
+        if err is not None and c.p.id not in defines:
+            errs[c.p.kind].append(abs(err))
+        lo = loso.get(c.p.id)
+        lo_err = lo / c.p.tps - 1 if lo else None
+        if lo_err is not None:
+            loso_errs[c.p.kind].append(abs(lo_err))
+        elif not args.no_loso:
+            unpredicted.append(c.p.id)
+        shown = "(rate)" if c.p.id in defines else (f"{err:+.0%}" if err is not None else "-")
+        print(f"{c.p.id:<32}{c.p.kind:<8}{c.key:<18}{c.p.tps:>10.1f}{(est or 0):>10.1f}{shown:>8}"
+              f"{(lo or 0):>10.1f}{(f'{lo_err:+.0%}' if lo_err is not None else '-'):>8}")
     print()
-    for k, v in cal.backends.items():
-        print(f"{k:<22} η {v.bandwidth:.3f}  t_fixed {v.fixed_ms:.2f} ms  MFU {v.compute:.2f}  batch MFU {v.batch_compute:.2f}  ({v.basis})")
+    for k, v in sorted(cal.backends.items()):
+        print(f"{k:<18} η {v.bandwidth:.3f}  t_fixed {v.fixed_ms:.2f} ms  μ {v.expert_bandwidth:.2f}  "
+              f"MFU {v.compute:.3f}  batch MFU {v.batch_compute:.3f}  ρ {v.pipeline:.2f}  ({v.basis})")
+    for k, q in sorted(cal.quant_families.items()):
+        print(f"quant {k:<8} φ {q.bandwidth:.3f}  ψ {q.compute:.3f}")
+    print(f"cpu: η {cal.cpu.bandwidth:.3f}, {cal.cpu.core_gbs:.2f} GB/s and {cal.cpu.core_gflops:.1f} GFLOPS per thread")
     for r in cal.device_rates:
         print(f"{r.gpu:<26} measured {r.tflops:.2f} effective TFLOPS ({r.backend}, {len(r.from_points)} points)")
     print()
-    all_in = errs["decode"] + errs["prefill"]
-    all_loo = loo_errs["decode"] + loo_errs["prefill"]
-    for label, d, allv in (("in-sample", errs, all_in), ("leave-one-out", loo_errs, all_loo)):
-        parts = ", ".join(f"{k} {statistics.median(v):.1%} (n={len(v)})" for k, v in d.items() if v)
-        print(f"median absolute error, {label}: {statistics.median(allv):.1%} over {len(allv)} points; {parts}")
+    print(f"points {len(cases)} from {len({c.p.source for c in cases})} sources")
+    for kind in ("decode", "prefill"):
+        print(f"{kind:<8} in-sample: {_stats(errs[kind])}")
+        if not args.no_loso:
+            print(f"{kind:<8} leave-one-source-out: {_stats(loso_errs[kind])}")
+    if unpredicted:
+        print(f"not predictable with their source held out ({len(unpredicted)}): {', '.join(unpredicted)}")
     return 0
 
 

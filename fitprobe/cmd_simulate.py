@@ -1,0 +1,82 @@
+"""`fitprobe simulate MODEL [plan options]`: feel the estimated speed — the wait for the first token,
+then tokens appearing at the decode speed (an animation on a TTY; one summary line otherwise)."""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from .cli import EXIT_EXCEEDS, EXIT_HARDWARE, EXIT_MODEL, EXIT_USAGE, fail, size_options
+
+
+@click.command("simulate")
+@click.argument("model")
+@click.option("--gpu", default=None, help="catalog GPU name or 'cpu' (default: probe this machine)")
+@click.option("--gpus", type=int, default=1, show_default=True, help="number of identical GPUs")
+@click.option("--memory-gib", type=float, default=None, help="memory of each GPU (a device the catalog lacks)")
+@click.option("--tokens", "n_tokens", type=int, default=120, show_default=True, help="tokens to generate")
+@click.option("--max-seconds", type=float, default=30.0, show_default=True,
+              help="play faster (and say so) when the run would take longer than this")
+@size_options
+def simulate_command(model, gpu, gpus, memory_gib, n_tokens, max_seconds, **opts):
+    """Play MODEL's estimated time to first token and decode speed on named (--gpu) or probed hardware."""
+    import time
+
+    from fitprobe.simulate import Playback, play, summary
+
+    sized = _size(model, gpu, gpus, memory_gib, opts)
+    out = sized.output
+    sp = out.speed
+    if sp is None or sp.decode_tps <= 0:
+        fail("no speed estimate for this plan: " + "; ".join(out.notes[-1:]), EXIT_USAGE)
+    if n_tokens <= 0:
+        fail("--tokens must be at least 1", EXIT_USAGE)
+    pb = Playback.plan(sp.ttft_ms, sp.decode_tps, n_tokens, max_seconds)
+    label = f"{out.model.id} on {out.hardware.name}"
+    if out.verdict.status == "exceeds":
+        click.echo(f"note: {out.model.id} does not fit this hardware at these settings; "
+                   "the speed is what it would reach if it did", err=True)
+    tty = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    if not tty:
+        click.echo(summary(label, pb, sp.prompt_tokens))
+    else:
+        click.echo(f"{label} — {sp.backend}, {sp.bound} bound")
+
+        def write(text: str) -> None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+        play(pb, write=write, sleep=time.sleep, clock=time.monotonic)
+    sys.exit(EXIT_EXCEEDS if out.verdict.status == "exceeds" else 0)
+
+
+def _size(model: str, gpu: str | None, gpus: int, memory_gib: float | None, opts: dict):
+    """The plan's sizing (plan/check semantics) without the report extras."""
+    from fitprobe.app import UsageError, catalog_hardware, check_settings, pick_format, size_plan
+    from fitprobe.catalogs.resolve import ResolveError, resolve
+    from fitprobe.commands import HardwareError, build_settings, probed_hardware, with_host_speed
+
+    try:
+        if not 0 < opts["usable_fraction"] <= 1:
+            raise UsageError("--usable must be a fraction in (0, 1]")
+        ram = int(opts["ram_gib"] * (1 << 30)) if opts.get("ram_gib") else None
+        if gpu:
+            hw, source = catalog_hardware(gpu, gpus, usable_fraction=opts["usable_fraction"], ram_bytes=ram,
+                                          memory_gib=memory_gib), "catalog"
+        else:
+            hw, _, _ = probed_hardware(opts["usable_fraction"])
+            source = "probe"
+        hw = with_host_speed(hw, opts)
+        resolved = resolve(model, token=opts.get("token") or os.environ.get("HF_TOKEN"), revision=opts.get("revision"))
+        fmt = pick_format(resolved, opts.get("quant"))
+        settings = build_settings(fmt, hw, opts)
+        check_settings(settings, fmt, hw)
+        return size_plan("simulate", resolved, fmt, settings, hw, hardware_source=source,
+                         engine_option=opts.get("engine"), kv_explicit=opts.get("kv_cache") is not None)
+    except ResolveError as exc:
+        fail(str(exc), EXIT_MODEL)
+    except HardwareError as exc:
+        fail(str(exc), EXIT_HARDWARE)
+    except (UsageError, click.BadParameter, ValueError) as exc:
+        fail(str(exc), EXIT_USAGE)
