@@ -20,14 +20,14 @@ th{background:#f6f8fa}td:first-child,th:first-child{text-align:left}.fits{color:
 .sim .wait{color:#57606a}"""
 # The speed simulator: wait the time to first token, then show one word per token at the decode speed
 # (the same timing as fitprobe/simulate.py: token i at ttft + (i+1)/tps, sped up past 30 s). Inline, no network.
-SIM_JS = """(function(){var b=document.getElementById('sim'),o=document.getElementById('simout');if(!b)return;
+SIM_JS = r"""(function(){var b=document.getElementById('sim'),o=document.getElementById('simout');if(!b)return;
 var ttft=parseFloat(b.dataset.ttft)/1000||0,tps=parseFloat(b.dataset.tps),n=parseInt(b.dataset.tokens,10);
 var words=b.dataset.words.split(' '),total=ttft+n/tps,k=Math.max(1,total/30),timer=null;
 function run(){if(timer)clearInterval(timer);var t0=performance.now(),shown=0;o.textContent='';
 var w=document.createElement('span');w.className='wait';o.appendChild(w);var txt=document.createTextNode('');o.appendChild(txt);
 timer=setInterval(function(){var el=(performance.now()-t0)/1000*k;
 if(el<ttft){w.textContent='reading the prompt\u2026 '+el.toFixed(2)+' s';return;}
-w.textContent='first token after '+ttft.toFixed(2)+' s\n';var due=Math.min(n,Math.floor((el-ttft)*tps));
+w.textContent='first token after '+ttft.toFixed(2)+' s\n';var due=Math.min(n,Math.floor((el-ttft)*tps+1e-9));
 while(shown<due){txt.data+=(shown?' ':'')+words[shown%words.length];shown++;}
 if(shown>=n){clearInterval(timer);timer=null;txt.data+='\n'+n+' tokens in '+total.toFixed(2)+' s at '+tps.toFixed(1)+' tok/s'+(k>1?' (shown '+k.toFixed(1)+'\u00d7 faster)':'');}},16);}
 b.addEventListener('click',run);})();"""
