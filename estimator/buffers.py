@@ -16,9 +16,15 @@ from .spec import ModelSpec
 
 MIB = 1 << 20
 GIB = 1 << 30
-# vLLM non-torch memory: logs show 0.05-0.3 GiB on one GPU (FORMULAS §3.1); NCCL adds more under TP.
-VLLM_NON_TORCH_BYTES = int(0.25 * GIB)
-VLLM_NCCL_BYTES = int(0.5 * GIB)
+# vLLM's non-torch memory per rank (CUDA context, cuBLAS workspaces, NCCL and custom all-reduce
+# buffers) as its profiler logs it: 1.79 GiB on one H100 (79.22 GiB) and 3.58 GiB per rank at TP 2
+# (vLLM PR 10511, memory-profiling sanity checks), i.e. about 2.26 % of the device's memory per
+# tensor-parallel rank; 4 x H100 then leaves the 8.11 GiB KV budget vLLM logged for Qwen3-235B-A22B-FP8
+# (vLLM issue 21348). A 24 GiB RTX 3090 logged 0.35 GiB at TP 1 (issue 10517): this is conservative there.
+VLLM_NON_TORCH_FRACTION = 1.79 / 79.22
+# vLLM >= 0.21 profiles CUDA graphs before it sizes the KV cache ("Estimated CUDA graph memory: 0.52 GiB
+# total" for Qwen3-8B, 51 piecewise + 35 full graphs; LMCache issue 3430); older versions did not.
+VLLM_CUDA_GRAPH_BYTES = int(0.52 * GIB)
 
 
 def llama_cpp_compute_bytes(spec: ModelSpec, st: RunSettings, n_kv: int, *, output_here: bool = True) -> int:
@@ -31,6 +37,39 @@ def llama_cpp_compute_bytes(spec: ModelSpec, st: RunSettings, n_kv: int, *, outp
     if not st.flash_attention:
         attention += 4 * ub * n_kv * spec.n_heads  # F32 KQ scores over the whole cache
     return max(logits, ffn, attention)
+
+
+# ggml-cuda.cu offload_op: a GPU backend takes over an op whose weight sits in host memory when the
+# op's batch is at least GGML_OP_OFFLOAD_MIN_BATCH (default 32); decode (batch 1) stays on the CPU.
+OP_OFFLOAD_MIN_BATCH = 32
+
+
+def llama_cpp_offload_staging_bytes(spec: ModelSpec, fmt, table, st: RunSettings, cpu_layers) -> int:
+    """Extra compute buffer on the first GPU when routed experts stay in RAM (--n-cpu-moe, -ot exps=CPU).
+
+    For micro-batches of 32+ tokens ggml's scheduler runs the CPU-resident MoE matmuls on the GPU and
+    copies their weight tensor into the GPU's compute buffer (ggml-backend.cpp split_graph: "by
+    starting a new split, the memory of the previously offloaded weights can be reused", so one copy
+    lives at a time). The buffer holds the largest such expert tensor (all experts of one of
+    gate/up/down) plus that op's F32 activations for a micro-batch (ub x n_used x (2·ffn + d)),
+    which is why it grows with -ub. GGUF formats only; 0 when no block keeps its experts in RAM.
+    """
+    layers = set(cpu_layers)
+    if not layers or spec.moe is None or st.ubatch < OP_OFFLOAD_MIN_BATCH or fmt.kind != "gguf":
+        return 0
+    from .quant import tensor_types
+    from .tensors import inventory
+
+    types = tensor_types(spec, fmt)
+    largest = 0
+    for t in inventory(spec):
+        if t.expert and t.layer in layers and len(t.shape) >= 2 and t.name in types:
+            ty = table.ggml_types.get(types[t.name])
+            if ty is not None:
+                largest = max(largest, (t.n // t.shape[0]) * ty.row_bytes(t.shape[0]))
+    ub = min(st.ubatch, max(1, st.context))
+    acts = 4 * ub * spec.moe.n_experts_used * (2 * spec.moe.expert_ffn + spec.hidden_size)
+    return largest + acts if largest else 0
 
 
 def llama_cpp_output_bytes(spec: ModelSpec, st: RunSettings) -> int:
@@ -66,8 +105,11 @@ def vllm_mxfp4_pad_factor(spec: ModelSpec, tp: int) -> float:
     return (-(-d // 256) * 256) * (-(-ff // 128) * 128) / (d * ff)
 
 
-def vllm_overhead_bytes(tp: int) -> int:
-    return VLLM_NON_TORCH_BYTES + (VLLM_NCCL_BYTES if tp > 1 else 0)
+def vllm_overhead_bytes(tp: int, device_memory_bytes: int, *, cuda_graphs: bool = True) -> int:
+    """Per-rank memory beside weights, activations and KV: non-torch allocations (grow with TP) and,
+    in current vLLM, the CUDA graphs it captures."""
+    non_torch = int(VLLM_NON_TORCH_FRACTION * device_memory_bytes * max(1, tp))
+    return non_torch + (VLLM_CUDA_GRAPH_BYTES if cuda_graphs else 0)
 
 
 def sglang_reserved_bytes(device_memory_bytes: int, tp: int) -> int:

@@ -71,7 +71,11 @@ def estimate(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, st: RunSettin
     w = weights or weight_bytes(spec, fmt, table)
     if st.engine in ("vllm", "sglang"):
         return _paged(spec, w, st, hw, now, kv)
-    return _layered(spec, w, st, hw, now, kv or kv_cache(spec, st))
+    staging = 0
+    if st.cpu_moe_layers and hw.devices:
+        staging = buffers.llama_cpp_offload_staging_bytes(spec, fmt, table, st, range(min(st.cpu_moe_layers,
+                                                                                         spec.n_layers)))
+    return _layered(spec, w, st, hw, now, kv or kv_cache(spec, st), staging=staging)
 
 
 def layer_devices(ngl: int, shares: list[float]) -> list[int]:
@@ -143,7 +147,10 @@ def balanced_split(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardwar
     return fill(hi)
 
 
-def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: bool, kv: KvCache) -> MemoryBreakdown:
+def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: bool, kv: KvCache, *,
+             staging: int = 0) -> MemoryBreakdown:
+    """llama.cpp/Ollama/MLX placement; `staging` is the first GPU's op-offload copy buffer under --n-cpu-moe
+    (buffers.llama_cpp_offload_staging_bytes: ggml runs RAM-resident expert matmuls on backend 0)."""
     n = spec.n_layers
     devices = hw.devices
     ngl = n + 1 if st.gpu_layers is None else min(st.gpu_layers, n + 1)
@@ -176,6 +183,8 @@ def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now
         dkv = sum(kv.per_layer[i] for i in blocks)
         holds = bool(blocks) or here
         dbuf = buffers.llama_cpp_compute_bytes(spec, st, kv.cells_full, output_here=here) if holds else 0
+        if idx == 0 and any(moved):
+            dbuf += staging
         per_device.append(DeviceUsage(
             name=dev.name, weights_bytes=dw, kv_cache_bytes=dkv, buffers_bytes=dbuf, total_bytes=dw + dkv + dbuf,
             usable_bytes=usable[idx], layers=len(blocks)))
@@ -210,7 +219,8 @@ def _paged(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: 
         notes.append(f"MXFP4 experts padded by vLLM's MoE kernels: +{pad - 1:.1%} expert memory")
     if spec.vision_params:
         notes.append("vision tower counted in bf16: vLLM/SGLang load it with the language model")
-    act = buffers.vllm_activation_bytes(spec, tp, batched, seqs) + buffers.vllm_overhead_bytes(tp)
+    act = (buffers.vllm_activation_bytes(spec, tp, batched, seqs)
+           + buffers.vllm_overhead_bytes(tp, ref.memory_bytes if ref else 0))
     per_device = []
     for dev in devices:
         usable = engine_usable_bytes(hw, dev, st, now=now)

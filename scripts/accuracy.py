@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from datetime import date
 
 from fitprobe.catalogs import data_path
 from fitprobe.estimator.fields import replace
+from fitprobe.catalogs.gpus import find_gpu
 from fitprobe.catalogs.models import find_model
 from fitprobe.catalogs.quants import quant_table
 from fitprobe.catalogs.resolve import native_format
@@ -90,18 +92,35 @@ def compare_run(run: dict) -> list[tuple[str, float, float]]:
     if run["kind"] == "vllm-log":
         native = quant_table().find(native_format(spec) if run.get("quant") in (None, "MXFP4", "BF16") else run["quant"])
         tp = s.get("tensor_parallel_size") or 1
-        if m.get("weights_gib") and native is not None:
-            w = weight_bytes(spec, native, quant_table())
+        w = weight_bytes(spec, native, quant_table()) if native is not None else None
+        est_weights = None
+        if w is not None:
             padded = sum(w.experts_per_layer) * (vllm_mxfp4_pad_factor(spec, tp) - 1)
-            out.append(("vllm_weights", m["weights_gib"] * GIB, (w.total + w.vision + padded) / tp))
+            est_weights = (w.total + w.vision + padded) / tp
+        if m.get("weights_gib") and est_weights:
+            out.append(("vllm_weights", m["weights_gib"] * GIB, est_weights))
         total = m.get("total_gpu_memory_gib")
-        if m.get("kv_cache_gib") is not None and total and m.get("weights_gib") and s.get("gpu_memory_utilization"):
-            batched, seqs = vllm_batch_defaults(int(total * GIB), run.get("gpu") or "")
-            if s.get("max_model_len") and s["max_model_len"] < 32768:
-                batched = max(batched, s["max_model_len"])  # no chunked prefill below 32K: one full prompt
-            act = vllm_activation_bytes(spec, tp, batched, seqs) + vllm_overhead_bytes(tp)
-            budget = total * GIB * s["gpu_memory_utilization"] - m["weights_gib"] * GIB - act
+        if not total:  # not in the excerpt: the driver-reported total of the catalog's card (nvidia-smi)
+            entry = find_gpu(re.sub(r"\s*\(x\d+\)$", "", run.get("gpu") or ""))
+            total = entry.reported_total_mib * MIB / GIB if entry and entry.reported_total_mib else None
+        # vLLM >= 0.21 counts its CUDA graphs in the budget; every run here predates it
+        graphs = False
+        batched, seqs = vllm_batch_defaults(int((total or 0) * GIB), run.get("gpu") or "")
+        if s.get("max_model_len") and s["max_model_len"] < 32768:
+            batched = max(batched, s["max_model_len"])  # no chunked prefill below 32K: one full prompt
+        overhead = vllm_overhead_bytes(tp, int((total or 0) * GIB), cuda_graphs=graphs)
+        if m.get("non_torch_memory_gib") is not None and total:
+            out.append(("vllm_non_torch", m["non_torch_memory_gib"] * GIB, overhead))
+        if m.get("activation_peak_gib") is not None:
+            out.append(("vllm_activation", m["activation_peak_gib"] * GIB, vllm_activation_bytes(spec, tp, batched, seqs)))
+        weights = m["weights_gib"] * GIB if m.get("weights_gib") else est_weights
+        if m.get("kv_cache_gib") is not None and total and weights and s.get("gpu_memory_utilization"):
+            act = vllm_activation_bytes(spec, tp, batched, seqs) + overhead
+            budget = total * GIB * s["gpu_memory_utilization"] - weights - act
             out.append(("vllm_kv_budget", m["kv_cache_gib"] * GIB, budget))
+            # what vLLM kept for activations, non-torch memory (and graphs): the buffer estimate itself
+            kept = total * GIB * s["gpu_memory_utilization"] - weights - m["kv_cache_gib"] * GIB
+            out.append(("vllm_overhead", kept, act))
     return out
 
 
@@ -148,10 +167,12 @@ def main(argv: list[str] | None = None) -> int:
         path = data_path("error_band.json")
         path.write_text(json.dumps({
             "schema": 2,
-            "p90_abs_error": {"weights": p90("gguf_file", "vllm_weights", "model_buffer"), "kv_cache": p90("kv_cache", "recurrent_state"),
-                              "buffers": p90("compute_buffer", "vllm_kv_budget")},
+            "p90_abs_error": {"weights": p90("vllm_weights", "model_buffer", "model_buffer_cpu"), "kv_cache": p90("kv_cache", "recurrent_state"),
+                              "buffers": p90("compute_buffer", "vllm_overhead")},
             "source": "p90 absolute error per component of scripts/accuracy.py over catalogs/data/measured_runs.json "
-                      "(buffers: llama.cpp compute buffers and vLLM KV budgets, i.e. activation estimates); floor 0.5 %",
+                      "(weights: the weight buffers vLLM and llama.cpp load, not GGUF file sizes; kv_cache: KV and recurrent state; "
+                      "buffers: llama.cpp compute buffers and vLLM's activation + non-torch reserve, each relative "
+                      "to its own size); floor 0.5 %",
             "measured_on": date.today().isoformat(), "runs": len(runs),
         }, indent=2) + "\n")
         print(f"wrote {path}")
