@@ -50,6 +50,7 @@ class Point:
     threads: int | None = doc(default=None, description="CPU threads of a CPU-only run")
     ram_bw_gbs: float | None = doc(default=None, description="peak RAM bandwidth of a CPU-only run's host")
     ram_note: str = ""
+    date: str | None = doc(default=None, description="YYYY-MM of the run (its llama.cpp build); None: not stated")
     source: str
 
 
