@@ -20,7 +20,9 @@ GIB = 1 << 30
 # buffers) as its profiler logs it: 1.79 GiB on one H100 (79.22 GiB) and 3.58 GiB per rank at TP 2
 # (vLLM PR 10511, memory-profiling sanity checks), i.e. about 2.26 % of the device's memory per
 # tensor-parallel rank; 4 x H100 then leaves the 8.11 GiB KV budget vLLM logged for Qwen3-235B-A22B-FP8
-# (vLLM issue 21348). A 24 GiB RTX 3090 logged 0.35 GiB at TP 1 (issue 10517): this is conservative there.
+# (vLLM issue 21348). Over PCIe the growth is absent: RTX 3090s under TP logged 0.20 GiB per rank (vLLM
+# PR 14447) and one RTX 3090 0.35 GiB (issue 10517), so without NVLink one rank's share is counted, which
+# is conservative there. Past TP 4 the growth is an extrapolation.
 VLLM_NON_TORCH_FRACTION = 1.79 / 79.22
 # vLLM >= 0.21 profiles CUDA graphs before it sizes the KV cache ("Estimated CUDA graph memory: 0.52 GiB
 # total" for Qwen3-8B, 51 piecewise + 35 full graphs; LMCache issue 3430); older versions did not.
@@ -105,10 +107,11 @@ def vllm_mxfp4_pad_factor(spec: ModelSpec, tp: int) -> float:
     return (-(-d // 256) * 256) * (-(-ff // 128) * 128) / (d * ff)
 
 
-def vllm_overhead_bytes(tp: int, device_memory_bytes: int, *, cuda_graphs: bool = True) -> int:
-    """Per-rank memory beside weights, activations and KV: non-torch allocations (grow with TP) and,
-    in current vLLM, the CUDA graphs it captures."""
-    non_torch = int(VLLM_NON_TORCH_FRACTION * device_memory_bytes * max(1, tp))
+def vllm_overhead_bytes(tp: int, device_memory_bytes: int, *, nvlink: bool = True, cuda_graphs: bool = True) -> int:
+    """Per-rank memory beside weights, activations and KV: non-torch allocations (grow with TP over
+    NVLink) and, in current vLLM, the CUDA graphs it captures."""
+    ranks = max(1, tp) if nvlink else 1
+    non_torch = int(VLLM_NON_TORCH_FRACTION * device_memory_bytes * ranks)
     return non_torch + (VLLM_CUDA_GRAPH_BYTES if cuda_graphs else 0)
 
 

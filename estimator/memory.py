@@ -220,7 +220,7 @@ def _paged(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: 
     if spec.vision_params:
         notes.append("vision tower counted in bf16: vLLM/SGLang load it with the language model")
     act = (buffers.vllm_activation_bytes(spec, tp, batched, seqs)
-           + buffers.vllm_overhead_bytes(tp, ref.memory_bytes if ref else 0))
+           + buffers.vllm_overhead_bytes(tp, ref.memory_bytes if ref else 0, nvlink=all(d.nvlink for d in devices)))
     per_device = []
     for dev in devices:
         usable = engine_usable_bytes(hw, dev, st, now=now)

@@ -100,15 +100,16 @@ def compare_run(run: dict) -> list[tuple[str, float, float]]:
         if m.get("weights_gib") and est_weights:
             out.append(("vllm_weights", m["weights_gib"] * GIB, est_weights))
         total = m.get("total_gpu_memory_gib")
+        entry = find_gpu(re.sub(r"\s*\(x\d+\)$", "", run.get("gpu") or ""))
         if not total:  # not in the excerpt: the driver-reported total of the catalog's card (nvidia-smi)
-            entry = find_gpu(re.sub(r"\s*\(x\d+\)$", "", run.get("gpu") or ""))
             total = entry.reported_total_mib * MIB / GIB if entry and entry.reported_total_mib else None
         # vLLM >= 0.21 counts its CUDA graphs in the budget; every run here predates it
         graphs = False
         batched, seqs = vllm_batch_defaults(int((total or 0) * GIB), run.get("gpu") or "")
         if s.get("max_model_len") and s["max_model_len"] < 32768:
             batched = max(batched, s["max_model_len"])  # no chunked prefill below 32K: one full prompt
-        overhead = vllm_overhead_bytes(tp, int((total or 0) * GIB), cuda_graphs=graphs)
+        overhead = vllm_overhead_bytes(tp, int((total or 0) * GIB), nvlink=bool(entry and entry.nvlink),
+                                       cuda_graphs=graphs)
         if m.get("non_torch_memory_gib") is not None and total:
             out.append(("vllm_non_torch", m["non_torch_memory_gib"] * GIB, overhead))
         if m.get("activation_peak_gib") is not None:

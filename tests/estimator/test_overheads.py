@@ -66,3 +66,10 @@ def test_qwen3_235b_fp8_on_4_h100_leaves_about_the_logged_kv_budget():
     d = mem.per_device[0]
     room = d.usable_bytes - d.weights_bytes - d.buffers_bytes + VLLM_CUDA_GRAPH_BYTES
     assert room / GIB == pytest.approx(8.11, rel=0.15)
+
+
+def test_vllm_reserve_does_not_grow_with_tp_over_pcie():
+    # RTX 3090s under TP logged 0.20 GiB non-torch memory per rank (vLLM PR 14447): no NVLink buffers
+    mem = 24 * GIB
+    assert vllm_overhead_bytes(4, mem, nvlink=False) == vllm_overhead_bytes(1, mem, nvlink=False)
+    assert vllm_overhead_bytes(4, mem, nvlink=True) > vllm_overhead_bytes(4, mem, nvlink=False)
