@@ -33,18 +33,18 @@ def test_staging_is_the_largest_expert_tensor_plus_its_microbatch_activations():
     assert llama_cpp_offload_staging_bytes(dense, TABLE.find("Q4_K_M"), TABLE, RunSettings(), range(4)) == 0
 
 
-def test_moe_offload_plan_grows_the_first_gpu_buffer():
-    from fitprobe.estimator.launch.llama_cpp import moe_offload
-
+def test_expert_offload_grows_the_first_gpu_buffer():
     spec = resolve("qwen3-30b-a3b").spec
     fmt = TABLE.find("Q4_K_M")
-    st = RunSettings(context=4096)
-    hw = Hardware(devices=[find_gpu("RTX 3060 12GB").device()])
+    hw = Hardware(devices=[find_gpu("RTX 3090").device()] * 2)
     w = weight_bytes(spec, fmt, TABLE)
-    full = estimate(spec, fmt, TABLE, st, hw, weights=w)
+    full = estimate(spec, fmt, TABLE, RunSettings(context=4096), hw, weights=w)
+    st = RunSettings(context=4096, cpu_moe_layers=10)
+    off = estimate(spec, fmt, TABLE, st, hw, weights=w)
     staging = llama_cpp_offload_staging_bytes(spec, fmt, TABLE, st, range(10))
-    off = moe_offload(full, w, 10, staging)
+    assert staging > 0
     assert off.per_device[0].buffers_bytes == full.per_device[0].buffers_bytes + staging
+    assert off.per_device[1].buffers_bytes == full.per_device[1].buffers_bytes  # ggml offloads to backend 0
     assert off.total_bytes == full.total_bytes - sum(w.experts_per_layer[:10]) + staging
 
 

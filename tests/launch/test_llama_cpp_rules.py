@@ -57,7 +57,7 @@ def test_moe_keeps_experts_in_ram_when_that_beats_partial_offload():
     assert "-ngl" in reason and chosen > other
     # fewer experts in RAM would not fit on the GPU
     _, verdict, _ = inp.sizer.size(inp.fmt, replace(p.settings, cpu_moe_layers=p.cpu_moe_layers - 1))
-    assert verdict.status == "exceeds"
+    assert verdict.status in ("exceeds", "tight")  # tight: inside the error band, which the planner avoids
 
 
 def test_multi_gpu_split_and_rpc_over_nodes():
