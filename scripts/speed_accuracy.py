@@ -33,6 +33,8 @@ BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "expert_bandwidth":
           "cpu_bandwidth": (0.2, 0.95), "core_gbs": (1.0, 40.0), "core_gflops": (2.0, 400.0)}
 
 
+# FORMULAS §4.1: t_fixed ≈ 0.3–1 ms on CUDA with graphs, 2–3 ms on Metal; elsewhere up to 6 ms (BOUNDS).
+FIXED_MAX = {"llama.cpp/cuda": 1.0, "llama.cpp/metal": 3.0}
 # Without multi-device prefill points the pipeline overlap is unknown: half the ideal gain.
 PIPELINE_PRIOR = 0.5
 
@@ -126,7 +128,8 @@ def _fit_eta_fixed(key: str, one: list[Case], cal: SpeedCalibration) -> None:
     lo, hi = BOUNDS["bandwidth"]
     etas = [lo + 0.025 * i for i in range(int((hi - lo) / 0.025) + 1)]
     enough = len({c.p.model for c in one}) >= 2 and len({c.p.source for c in one}) >= 2
-    fixed = [0.2 * i for i in range(31)] if enough else [1.0]
+    top = FIXED_MAX.get(key, BOUNDS["fixed_ms"][1])
+    fixed = [0.2 * i for i in range(int(top / 0.2) + 1)] if enough else [1.0]
     best, best_s = None, None
     for e in etas:
         for f in fixed:
