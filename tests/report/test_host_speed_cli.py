@@ -1,0 +1,26 @@
+"""--ram-bw and --threads reach the speed estimate of CPU-only plans; bad values are one-line usage errors."""
+import json
+
+from click.testing import CliRunner
+
+from fitprobe.cli import main
+
+
+def _speed(*extra):
+    res = CliRunner().invoke(main, ["plan", "llama-3.1-8b-instruct", "--gpu", "cpu", "--ram-gib", "64", "--json",
+                                    *extra])
+    assert res.exit_code in (0, 1), res.output
+    return json.loads(res.output)["speed"]
+
+
+def test_threads_and_ram_bandwidth_change_cpu_decode():
+    two, many = _speed("--threads", "2", "--ram-bw", "90"), _speed("--threads", "32", "--ram-bw", "90")
+    assert two["decode_tps"] < many["decode_tps"]
+    assert _speed("--threads", "32", "--ram-bw", "180")["decode_tps"] > many["decode_tps"]
+    assert abs(many["prefill_tps"] / two["prefill_tps"] - 16) < 1e-6  # prefill scales with threads
+
+
+def test_bad_host_speed_options_are_usage_errors():
+    for args in (["--ram-bw", "0"], ["--threads", "-1"]):
+        res = CliRunner().invoke(main, ["plan", "qwen3-0.6b", "--gpu", "cpu", "--ram-gib", "8", *args])
+        assert res.exit_code == 2 and "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
