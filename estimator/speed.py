@@ -182,7 +182,7 @@ def backend_key(engine: str, device: Device | None, backend: str | None = None) 
 def apple_chip(device: Device) -> str | None:
     """'Apple M4 Max' from a device name or catalog key ('macbook-pro-m4-max-128gb')."""
     for text in (device.name.lower(), (device.catalog_key or "").lower()):
-        m = re.search(r"\bm(\d+)(?:[ -](pro|max|ultra))?\b", text.replace("macbook-pro", "macbook"))
+        m = re.search(r"\bm(\d+)(?:[ -](pro|max|ultra))?\b", text)
         if m:
             return f"Apple M{m.group(1)}" + (f" {m.group(2).title()}" if m.group(2) else "")
     return None
