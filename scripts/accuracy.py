@@ -100,7 +100,7 @@ def compare_run(run: dict) -> list[tuple[str, float, float]]:
         if m.get("weights_gib") and est_weights:
             out.append(("vllm_weights", m["weights_gib"] * GIB, est_weights))
         total = m.get("total_gpu_memory_gib")
-        entry = find_gpu(re.sub(r"\s*\(x\d+\)$", "", run.get("gpu") or ""))
+        entry = find_gpu(re.sub(r"^NVIDIA\s+|\s*\(x\d+\)$", "", run.get("gpu") or ""))  # "NVIDIA H100 (x4)" -> "H100"
         if not total:  # not in the excerpt: the driver-reported total of the catalog's card (nvidia-smi)
             total = entry.reported_total_mib * MIB / GIB if entry and entry.reported_total_mib else None
         # vLLM >= 0.21 counts its CUDA graphs in the budget; every run here predates it
