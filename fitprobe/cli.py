@@ -91,7 +91,7 @@ def parse_bytes(text: str) -> int:
 class LazyGroup(click.Group):
     """Commands named in LAZY load their module only when invoked (or listed in --help)."""
 
-    LAZY = {"fit": ("fitprobe.cmd_fit", "fit_command")}
+    LAZY = {"fit": ("fitprobe.cmd_fit", "fit_command"), "simulate": ("fitprobe.cmd_simulate", "simulate_command")}
 
     def list_commands(self, ctx):
         return sorted({*super().list_commands(ctx), *self.LAZY})
@@ -158,13 +158,11 @@ def _register_optional() -> None:
     from fitprobe.cmd_probe import probe_command
     from fitprobe.cmd_report import report_command
     from fitprobe.cmd_schema import schema_command
-    from fitprobe.cmd_simulate import simulate_command
 
     main.add_command(probe_command)
     main.add_command(list_command)
     main.add_command(report_command)
     main.add_command(schema_command)
-    main.add_command(simulate_command)
 
 
 _register_optional()
