@@ -2,6 +2,7 @@
 0 fits (or tight), 1 does not fit, 2 usage error, 3 model cannot be resolved, 4 hardware not probeable."""
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -62,6 +63,10 @@ def size_options(f):
         click.option("--revision", default=None, help="Hub revision (branch, tag or commit)"),
         click.option("--json", "as_json", is_flag=True, help="print the JSON contract"),
         click.option("--text", "also_text", is_flag=True, help="with --json: also print the human report on stderr"),
+        click.option("--brief", is_flag=True, help="JSON with only the verdict, the deployment, memory and speed "
+                                                  "(implies --json; see fitprobe schema --brief)"),
+        click.option("--fields", default=None, help="JSON with only these top-level fields, e.g. verdict,memory "
+                                                    "(implies --json)"),
         click.option("--require-context", type=int, default=None,
                      help="gate: the plan must serve this many tokens per sequence (sizes at least this context)"),
         click.option("--require-tps", type=float, default=None, help="gate: decode tokens/s per sequence the plan must reach"),
@@ -89,23 +94,34 @@ def parse_bytes(text: str) -> int:
 
 
 class LazyGroup(click.Group):
-    """Commands named in LAZY load their module only when invoked (or listed in --help)."""
+    """A command group whose commands in `lazy` ("name": "module:attribute") are imported only when
+    invoked (or listed by --help), so a `plan` run never pays for `report`, `probe` or `schema`."""
 
-    LAZY = {"fit": ("fitprobe.cmd_fit", "fit_command"), "simulate": ("fitprobe.cmd_simulate", "simulate_command")}
+    def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
 
-    def list_commands(self, ctx):
-        return sorted({*super().list_commands(ctx), *self.LAZY})
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
 
-    def get_command(self, ctx, name):
-        if name in self.LAZY and name not in self.commands:
-            import importlib
-
-            module, attr = self.LAZY[name]
-            self.add_command(getattr(importlib.import_module(module), attr), name)
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy and name not in self.commands:
+            module, _, attribute = self.lazy[name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
         return super().get_command(ctx, name)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+OPTIONAL_COMMANDS = {
+    "fit": "fitprobe.cmd_fit:fit_command",
+    "simulate": "fitprobe.cmd_simulate:simulate_command",
+    "probe": "fitprobe.cmd_probe:probe_command",
+    "list": "fitprobe.cmd_list:list_command",
+    "report": "fitprobe.cmd_report:report_command",
+    "schema": "fitprobe.cmd_schema:schema_command",
+}
+
+
+@click.group(cls=LazyGroup, lazy=OPTIONAL_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="fitprobe")
 def main():
     """Will this LLM run on this hardware, how well, and with which launch flags?"""
@@ -150,19 +166,3 @@ def entry() -> None:
         if os.environ.get("FITPROBE_DEBUG"):
             raise
         fail(f"internal error: {type(exc).__name__}: {exc} (set FITPROBE_DEBUG=1 for details)", 70)
-
-
-def _register_optional() -> None:
-    """Commands that live in their own modules (kept out of start-up until invoked)."""
-    from fitprobe.cmd_list import list_command
-    from fitprobe.cmd_probe import probe_command
-    from fitprobe.cmd_report import report_command
-    from fitprobe.cmd_schema import schema_command
-
-    main.add_command(probe_command)
-    main.add_command(list_command)
-    main.add_command(report_command)
-    main.add_command(schema_command)
-
-
-_register_optional()

@@ -42,6 +42,13 @@ def report_command(model, gpu, gpus, **opts):
     which catalog models run there, at which format and speed (as `fitprobe fit`)."""
     if model is None:
         hardware_page(gpu, gpus, opts)
+    from fitprobe.app import UsageError
+    from fitprobe.commands import json_selection
+
+    try:
+        selection = json_selection(opts)
+    except UsageError as exc:
+        fail(str(exc), EXIT_USAGE)
     sized = build(model, gpu, gpus, opts)
     out = sized.output
     if opts["html_path"]:
@@ -52,10 +59,10 @@ def report_command(model, gpu, gpus, **opts):
                 fh.write(render_html(out))
         except OSError as exc:
             fail(f"cannot write {opts['html_path']}: {exc.strerror}", EXIT_USAGE)
-    if opts["as_json"]:
+    if opts["as_json"] or selection["brief"] or selection["fields"]:
         from fitprobe.contract import to_json
 
-        click.echo(to_json(out))
+        click.echo(to_json(out, **selection))
     elif not opts["html_path"]:
         click.echo(render_text(out))
     else:

@@ -8,13 +8,21 @@ import click
 
 @click.command("schema")
 @click.argument("which", type=click.Choice(["plan", "fit"]), default="plan")
-def schema_command(which: str):
-    """Print the JSON Schema of `plan/check/report --json` (default) or of `fit --json`."""
+@click.option("--brief", is_flag=True, help="the schema of the --brief form of plan/check/report")
+@click.option("--fields", default=None, help="the schema of --fields a,b,c of plan/check/report")
+def schema_command(which: str, brief: bool, fields: str | None):
+    """Print the JSON Schema of `plan/check/report --json` (default; or of --brief / --fields) or of `fit --json`."""
     if which == "fit":
         from fitprobe.contract import fit_json_schema
 
         click.echo(json.dumps(fit_json_schema(), indent=2))
         return
-    from fitprobe.contract import json_schema
+    from fitprobe.contract import json_schema, parse_fields
 
-    click.echo(json.dumps(json_schema(), indent=2))
+    if brief and fields:
+        raise click.UsageError("--brief and --fields exclude each other: pick one")
+    try:
+        names = parse_fields(fields) if fields else None
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(json.dumps(json_schema(brief=brief, fields=names), indent=2))

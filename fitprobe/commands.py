@@ -59,19 +59,35 @@ def with_host_speed(hw, opts: dict):
     return hw
 
 
-def emit(sized, as_json: bool, also_text: bool = False, full: bool = False) -> None:
-    """JSON to stdout (and, with --text, the human report on stderr), or the human report alone."""
-    from fitprobe.render import render_plan
-
-    text = render_plan(sized.output, full=full)
+def emit(sized, as_json: bool, also_text: bool = False, full: bool = False, *, brief: bool = False,
+         fields: tuple[str, ...] | None = None) -> None:
+    """JSON to stdout (the whole contract, --brief or --fields; with --text, the human report on stderr
+    too), or the human report alone. The report's module is imported only when it is printed."""
+    as_json = as_json or brief or fields is not None
     if as_json:
         from fitprobe.contract import to_json
 
-        click.echo(to_json(sized.output))
-        if also_text:
-            click.echo(text, err=True)
-    else:
-        click.echo(text)
+        click.echo(to_json(sized.output, brief=brief, fields=fields))
+    if also_text or not as_json:
+        from fitprobe.render import render_plan
+
+        click.echo(render_plan(sized.output, full=full), err=as_json)
+
+
+def json_selection(opts: dict) -> dict:
+    """--brief / --fields as emit() keywords; UsageError for both at once or an unknown field name."""
+    from fitprobe.app import UsageError
+
+    if opts.get("brief") and opts.get("fields"):
+        raise UsageError("--brief and --fields exclude each other: pick one")
+    if not opts.get("fields"):
+        return {"brief": bool(opts.get("brief")), "fields": None}
+    from fitprobe.contract import parse_fields
+
+    try:
+        return {"brief": False, "fields": parse_fields(opts["fields"])}
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def requirements_from(opts: dict, min_margin: int):
@@ -176,6 +192,7 @@ def run_plan(command: str, model: str, *, gpu: str | None, gpus: int, hardware=N
             raise UsageError("--ram-gib must be positive")
         min_margin = parse_bytes(opts["min_margin"])
         requirements = requirements_from(opts, min_margin)
+        selection = json_selection(opts)
         hw = hardware or catalog_hardware(gpu, gpus, usable_fraction=opts["usable_fraction"], ram_bytes=ram,
                                           memory_gib=opts.get("memory_gib"))
         hw = with_host_speed(hw, opts)
@@ -200,7 +217,7 @@ def run_plan(command: str, model: str, *, gpu: str | None, gpus: int, hardware=N
         fail(str(exc), EXIT_MODEL)
     except (UsageError, click.BadParameter) as exc:
         fail(str(exc), EXIT_USAGE)
-    emit(sized, opts["as_json"], opts.get("also_text", False), opts.get("full", False))
+    emit(sized, opts["as_json"], opts.get("also_text", False), opts.get("full", False), **selection)
     if sized.output.gate is not None:
         sys.exit(EXIT_FITS if sized.output.gate.passed else EXIT_EXCEEDS)
     verdict = sized.output.verdict_now or sized.output.verdict

@@ -1,15 +1,53 @@
-"""The JSON contract through pydantic: `PlanOutput` validated, serialized and described as JSON Schema.
+"""The JSON contract: `PlanOutput` written as JSON without pydantic, and described as JSON Schema with it.
 
-`fitprobe.schema` declares the contract as typed records (field types, descriptions, bounds); this
-module is the only place pydantic handles it, so the human-readable path never pays for importing
-pydantic. Every `--json` document is validated against the contract before it is printed.
+`fitprobe.schema` declares the contract as typed records. `--json` writes them through
+`fitprobe.record_json`, which checks each value against its declared type and writes what pydantic
+would (a test holds the two to the same bytes), so no `--json` run imports pydantic. pydantic turns the
+same records into the JSON Schema that `fitprobe schema` prints, and real outputs are tested against it.
+
+`--brief` and `--fields` print a subset of the top-level fields, for gates that parse the answer often.
 """
 from __future__ import annotations
 
+import dataclasses
 from functools import lru_cache
 
-from fitprobe.estimator.fields import asdict
+from fitprobe.record_json import dumps, record_data
 from fitprobe.schema import SCHEMA_VERSION, PlanOutput, bind_section_types
+
+# The verdict, the deployment, memory and speed. A name PlanOutput does not have is skipped, so a field
+# added to the contract later (the recommended deployment) joins the brief form where it exists.
+BRIEF_FIELDS = ("schema_version", "command", "settings", "verdict", "verdict_now", "recommended", "memory",
+                "speed", "gate", "launch")
+BRIEF_LAUNCH_DESCRIPTION = "--brief: the command of the sized engine (settings.engine) only"
+
+
+def field_names() -> list[str]:
+    return [f.name for f in dataclasses.fields(PlanOutput)]
+
+
+def parse_fields(text: str) -> tuple[str, ...]:
+    """`--fields a,b,c` as top-level PlanOutput names; ValueError names the unknown ones and the choices."""
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    known = field_names()
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ValueError(f"--fields: unknown field {', '.join(map(repr, unknown)) or '(none given)'} "
+                         f"(choose from: {', '.join(known)})")
+    return names
+
+
+def to_json(output: PlanOutput, *, indent: int | None = 2, fields: tuple[str, ...] | None = None,
+            brief: bool = False) -> str:
+    """The whole contract, or only `fields`, or the brief form. Raises ContractError on a value that
+    breaks its declared type."""
+    if brief:
+        data = record_data(output, BRIEF_FIELDS)
+        engine = output.settings.engine
+        data["launch"] = {engine: {"command": output.launch[engine].command}} if engine in output.launch else {}
+    else:
+        data = record_data(output, fields)
+    return dumps(data, indent=indent)
 
 
 @lru_cache(maxsize=1)
@@ -20,20 +58,42 @@ def adapter():
     return TypeAdapter(PlanOutput)
 
 
-def validated(output: PlanOutput) -> PlanOutput:
-    """A copy of `output` rebuilt through pydantic: raises ValidationError if it breaks the contract."""
-    return adapter().validate_python(asdict(output))
-
-
-def to_json(output: PlanOutput, *, indent: int | None = 2) -> str:
-    return adapter().dump_json(validated(output), indent=indent).decode()
-
-
-def json_schema() -> dict:
+def json_schema(*, fields: tuple[str, ...] | None = None, brief: bool = False) -> dict:
+    """The JSON Schema of the whole contract, of `--fields` (those properties) or of `--brief`."""
     doc = adapter().json_schema()
+    title = "PlanOutput"
+    if brief or fields:
+        title = "BriefOutput" if brief else "FieldsOutput"
+        names = [n for n in (BRIEF_FIELDS if brief else fields) if n in doc["properties"]]
+        doc["properties"] = {n: doc["properties"][n] for n in names}
+        doc["required"] = [n for n in doc.get("required", []) if n in names]
+        if brief:
+            command = doc["$defs"]["LaunchPlan"]["properties"]["command"]
+            doc["$defs"]["BriefLaunch"] = {"type": "object", "title": "BriefLaunch", "properties": {"command": command},
+                                           "required": ["command"], "additionalProperties": False}
+            doc["properties"]["launch"] = {"type": "object", "title": "Launch", "description": BRIEF_LAUNCH_DESCRIPTION,
+                                           "additionalProperties": {"$ref": "#/$defs/BriefLaunch"}}
+        doc["$defs"] = _reachable(doc)
     doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    doc["title"] = f"fitprobe PlanOutput {SCHEMA_VERSION}"
+    doc["title"] = f"fitprobe {title} {SCHEMA_VERSION}"
     return doc
+
+
+def _reachable(doc: dict) -> dict:
+    """The $defs a schema still refers to, after some properties were dropped."""
+    defs, keep, todo = doc.get("$defs", {}), {}, [doc["properties"]]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            name = ref.rsplit("/", 1)[-1] if ref.startswith("#/$defs/") else None
+            if name and name not in keep:
+                keep[name] = defs[name]
+                todo.append(defs[name])
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+    return {name: defs[name] for name in defs if name in keep}
 
 
 @lru_cache(maxsize=1)
@@ -46,9 +106,8 @@ def fit_adapter():
 
 
 def fit_to_json(output, *, indent: int | None = 2) -> str:
-    """`fitprobe fit --json`: the FitOutput validated against its contract, then printed."""
-    adapter = fit_adapter()
-    return adapter.dump_json(adapter.validate_python(asdict(output)), indent=indent).decode()
+    """`fitprobe fit --json`: the FitOutput, each value checked against its declared type as it is written."""
+    return dumps(record_data(output), indent=indent)
 
 
 def fit_json_schema() -> dict:
