@@ -12,14 +12,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record
 
 
 class GgufFileError(ValueError):
     """The path is not a readable GGUF file; one-line message."""
 
 
-class GgufTensor(BaseModel):
+@record
+class GgufTensor:
     name: str
     shape: list[int]
     ggml_type: str
@@ -27,7 +28,8 @@ class GgufTensor(BaseModel):
     n_bytes: int
 
 
-class GgufInfo(BaseModel):
+@record
+class GgufInfo:
     """Header of a GGUF model (all split parts together)."""
 
     path: str
@@ -35,9 +37,9 @@ class GgufInfo(BaseModel):
     architecture: str
     name: str | None = None
     file_type: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)  # `<arch>.` prefix stripped
+    metadata: dict[str, Any] = doc(default_factory=dict, description="`<arch>.` prefix stripped")
     vocab_size: int | None = None
-    tensors: list[GgufTensor] = Field(default_factory=list)
+    tensors: list[GgufTensor] = doc(default_factory=list)
 
     @property
     def total_bytes(self) -> int:

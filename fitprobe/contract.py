@@ -62,11 +62,14 @@ def json_schema(*, fields: tuple[str, ...] | None = None, brief: bool = False) -
     """The JSON Schema of the whole contract, of `--fields` (those properties) or of `--brief`."""
     doc = adapter().json_schema()
     title = "PlanOutput"
+    doc["description"] = ("The --json output of fitprobe plan, check and report. --brief prints a subset "
+                          "(fitprobe schema --brief); --fields a,b,c the named top-level fields.")
     if brief or fields:
         title = "BriefOutput" if brief else "FieldsOutput"
         names = [n for n in (BRIEF_FIELDS if brief else fields) if n in doc["properties"]]
         doc["properties"] = {n: doc["properties"][n] for n in names}
         doc["required"] = [n for n in doc.get("required", []) if n in names]
+        doc["description"] = f"fitprobe {'--brief' if brief else '--fields ' + ','.join(names)} output"
         if brief:
             command = doc["$defs"]["LaunchPlan"]["properties"]["command"]
             doc["$defs"]["BriefLaunch"] = {"type": "object", "title": "BriefLaunch", "properties": {"command": command},

@@ -1,4 +1,4 @@
-"""The JSON contract: one pydantic model (`PlanOutput`) for `plan`, `check` and `report --json`.
+"""The JSON contract: one record tree (`PlanOutput`) for `plan`, `check` and `report --json`.
 
 Documented field by field in docs/json-contract.md; `fitprobe schema` prints its JSON Schema.
 Bytes are integers; ratios are fractions (0.83 = 83 %). Bump SCHEMA_VERSION on any breaking change.
@@ -190,7 +190,8 @@ class PlanOutput:
 def bind_section_types() -> None:
     """Import the record types of the optional sections, so pydantic can resolve every annotation.
 
-    `plan` without --json never needs them; importing them only here keeps its start-up short."""
+    Only the JSON Schema needs them (the JSON writer resolves a section's type from its value); importing
+    them only here keeps a plan's start-up short."""
     from fitprobe.estimator.cost import Cost
     from fitprobe.estimator.diagnosis import Diagnosis
     from fitprobe.estimator.finetune import Finetune

@@ -1,17 +1,28 @@
 #!/usr/bin/env python3
-"""Benchmarks: the full catalog sweep (every model x GPU x format x six contexts) and the cold
-start of `fitprobe plan`. Reports the median of several runs.
+"""Start-up benchmark: what one sizing question costs as a fresh process, paired against a bare
+interpreter start (`python -c pass`), run alternately so both see the same machine load.
 
-    python scripts/bench.py [--runs 5]
+    python scripts/bench.py [--runs 9] [--fitprobe PATH] [--sweep]
 
-The sweep sizes each (model, format, context) once with `estimate` on llama.cpp, single device
-(a llama.cpp single-device plan does not depend on which GPU it is), then judges it against every
-catalog GPU with the verdict's own rule (`status_of`).
+Cases, each `--json`: `plan` from the bundled catalog, from a local config.json, from a local .gguf
+(a tiny llama written here with the gguf package), from a Hub id against the loopback Hub
+(tests/hub/hubserver.py, the real huggingface_hub client), and `check` (probes this machine), beside
+`probe --json` (the probe's own cost) and the first run on a machine (catalogs validated once).
+Reported: medians of wall time and of CPU time (user + sys of the process, less sensitive to a busy
+machine). Targets (issue #18), checked on wall medians: catalog and local-config paths within 5x a
+bare start; the Hub id within 2x the catalog path plus the loopback round trips it made; `check` adding
+no more than the probe's own time to the catalog path. Exit code 1 when a target is missed.
+
+`--sweep` also times the full catalog sweep (every model x GPU x format x six contexts) with
+`estimate` on llama.cpp, single device, judged against every catalog GPU with the verdict's own rule.
+`--fitprobe` times another installation's `fitprobe` (for before/after figures).
 """
 from __future__ import annotations
 
 import argparse
 import compileall
+import http.client
+import json
 import os
 import statistics
 import subprocess
@@ -19,6 +30,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HUB_MODEL = "Qwen/Qwen3-0.6B"
+MODEL, GPU = "llama-3.1-8b-instruct", "RTX 4090"
 
 CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
 
@@ -77,47 +92,174 @@ def _need(mem, band) -> tuple[int, int]:
     return d.total_bytes, band.bytes_for(d.weights_bytes, d.kv_cache_bytes, d.buffers_bytes)
 
 
-def cold_start(runs: int) -> tuple[list[float], list[float]]:
-    """Wall time of a fresh process, as a user sees it after `pip install` (bytecode compiled, which pip
-    does and PYTHONDONTWRITEBYTECODE would otherwise prevent). Returned twice: with the catalog
-    validation memo warm (every run after the first on a machine) and empty (the first run, which
-    validates the bundled catalogs with pydantic)."""
-    root = Path(__file__).resolve().parent.parent
-    for package in ("fitprobe", "estimator", "catalogs", "probe"):
-        compileall.compile_dir(root / package, quiet=1)
-    exe = Path(sys.executable).with_name("fitprobe")
-    cmd = [str(exe), "plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090"]
 
-    def timed(env) -> float:
-        t = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False, env=env)
-        return time.perf_counter() - t
 
-    with tempfile.TemporaryDirectory() as memo:
-        env = {**os.environ, "FITPROBE_CACHE_DIR": memo}
-        timed(env)  # fills the memo
-        warm = [timed(env) for _ in range(runs)]
-    first = []
+def timed(argv: list[str], env: dict) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one fresh process; raises if it fails (exit code above 1)."""
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode not in (0, 1):
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {err.read().decode()[-300:]}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def tiny_gguf(path: Path) -> Path:
+    """A 2-block llama GGUF with every tensor llama.cpp loads (Q8_0, zeroed): about 1.5 MB."""
+    import gguf
+    import numpy as np
+
+    emb, ff, vocab, blocks = 256, 512, 1024, 2
+    w = gguf.GGUFWriter(str(path), "llama")
+
+    def q8_0(name: str, rows: int, cols: int) -> None:  # 32-element blocks of 34 bytes
+        w.add_tensor(name, np.zeros((rows, cols // 32 * 34), dtype=np.uint8),
+                     raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    w.add_type(gguf.GGUFType.MODEL)
+    w.add_name("bench-tiny-llama")
+    w.add_block_count(blocks)
+    w.add_context_length(8192)
+    w.add_embedding_length(emb)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(4)
+    w.add_head_count_kv(2)
+    w.add_rope_freq_base(500000.0)
+    w.add_file_type(int(gguf.LlamaFileType.MOSTLY_Q8_0))
+    w.add_vocab_size(vocab)
+    q8_0("token_embd.weight", vocab, emb)
+    q8_0("output.weight", vocab, emb)
+    w.add_tensor("output_norm.weight", np.zeros(emb, dtype=np.float32))
+    for b in range(blocks):
+        for name, rows, cols in (("attn_q", emb, emb), ("attn_k", emb // 2, emb), ("attn_v", emb // 2, emb),
+                                 ("attn_output", emb, emb), ("ffn_gate", ff, emb), ("ffn_up", ff, emb),
+                                 ("ffn_down", emb, ff)):
+            q8_0(f"blk.{b}.{name}.weight", rows, cols)
+        for name in ("attn_norm", "ffn_norm"):
+            w.add_tensor(f"blk.{b}.{name}.weight", np.zeros(emb, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def loopback_hub():
+    """The loopback Hub serving HUB_MODEL's real config.json and safetensors summary."""
+    sys.path.insert(0, str(ROOT))
+    from tests.hub.hubserver import FakeHub, FakeRepo
+
+    hub = FakeHub().start()
+    config = (ROOT / "tests" / "hub" / "fixtures" / "qwen3-0.6b.config.json").read_bytes()
+    hub.add(FakeRepo(HUB_MODEL, "a" * 40, files={"config.json": config},
+                     safetensors={"parameters": {"BF16": 751_632_384}, "total": 751_632_384}))
+    return hub
+
+
+def round_trip(hub, runs: int) -> float:
+    """Median seconds of one loopback request (model info) on a fresh connection, as the client makes."""
+    host, port = hub.url.removeprefix("http://").split(":")
+    times = []
     for _ in range(runs):
-        with tempfile.TemporaryDirectory() as memo:
-            first.append(timed({**os.environ, "FITPROBE_CACHE_DIR": memo}))
-    return warm, first
+        start = time.perf_counter()
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        conn.request("GET", f"/api/models/{HUB_MODEL}")
+        conn.getresponse().read()
+        conn.close()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def startup(runs: int, fitprobe: Path) -> bool:
+    """Time every case against a bare start; print the table and the targets; True when all hold."""
+    for package in ("fitprobe", "estimator", "catalogs", "probe"):
+        compileall.compile_dir(ROOT / package, quiet=1)  # as after `pip install`
+    from fitprobe.catalogs.models import find_model
+
+    python = str(fitprobe.with_name("python"))
+    work = Path(tempfile.mkdtemp(prefix="fitprobe-bench-"))
+    (work / "model").mkdir()
+    (work / "model" / "config.json").write_text(json.dumps(find_model(MODEL).config))
+    gguf_path = tiny_gguf(work / "bench-tiny-llama-Q8_0.gguf")
+    hub = loopback_hub()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
+    env.update(FITPROBE_CACHE_DIR=str(work / "cache"), HF_ENDPOINT=hub.url, HF_HOME=str(work / "hf-home"),
+               HF_HUB_DISABLE_TELEMETRY="1")
+    plan = [str(fitprobe), "plan"]
+    cases = {
+        "plan --json, catalog": plan + [MODEL, "--gpu", GPU, "--json"],
+        "plan --json, local config.json": plan + [str(work / "model"), "--gpu", GPU, "--json"],
+        "plan --json, local .gguf": plan + [str(gguf_path), "--gpu", GPU, "--json"],
+        "plan --json, Hub id (loopback)": plan + [HUB_MODEL, "--gpu", GPU, "--json"],
+        "check --json": [str(fitprobe), "check", MODEL, "--json"],
+        "probe --json": [str(fitprobe), "probe", "--json"],
+        "plan --json, catalog, first run": plan + [MODEL, "--gpu", GPU, "--json"],
+    }
+    bare = [python, "-c", "pass"]
+    try:
+        for argv in cases.values():
+            timed(argv, env)  # warm: the validation memo, the HF cache, the page cache
+        n0 = len(hub.requests)
+        timed(cases["plan --json, Hub id (loopback)"], env)
+        hub_requests = len(hub.requests) - n0
+        results: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+        bares: list[tuple[float, float]] = []
+        for i in range(runs):
+            for name, argv in cases.items():
+                run_env = env if not name.endswith("first run") else {**env, "FITPROBE_CACHE_DIR": str(work / f"fresh{i}")}
+                bares.append(timed(bare, env))
+                results[name].append(timed(argv, run_env))
+        rtt = round_trip(hub, runs * 3)
+    finally:
+        hub.stop()
+
+    def med(xs, k):
+        return statistics.median(x[k] for x in xs)
+
+    b_wall, b_cpu = med(bares, 0), med(bares, 1)
+    print(f"{'case':34} {'wall ms':>8} {'x bare':>7} {'cpu ms':>8} {'x bare':>7}   ({runs} alternating runs, medians)")
+    print(f"{'bare interpreter (python -c pass)':34} {b_wall * 1000:8.0f} {1:7.1f} {b_cpu * 1000:8.0f} {1:7.1f}")
+    wall = {}
+    for name, xs in results.items():
+        wall[name] = med(xs, 0)
+        print(f"{name:34} {wall[name] * 1000:8.0f} {wall[name] / b_wall:7.1f} {med(xs, 1) * 1000:8.0f} "
+              f"{med(xs, 1) / b_cpu:7.1f}")
+    catalog = wall["plan --json, catalog"]
+    probe_own = wall["probe --json"] - b_wall
+    hub_limit = 2 * catalog + hub_requests * rtt
+    targets = [
+        ("catalog path <= 5x bare start", catalog, 5 * b_wall),
+        ("local config.json path <= 5x bare start", wall["plan --json, local config.json"], 5 * b_wall),
+        (f"Hub id <= 2x catalog + {hub_requests} round trips x {rtt * 1000:.1f} ms",
+         wall["plan --json, Hub id (loopback)"], hub_limit),
+        ("check - catalog <= probe's own time (probe - bare)", wall["check --json"] - catalog, probe_own),
+    ]
+    ok = True
+    for label, value, limit in targets:
+        held = value <= limit
+        ok &= held
+        print(f"{'ok  ' if held else 'MISS'} {label}: {value * 1000:.0f} ms (limit {limit * 1000:.0f} ms)")
+    return ok
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--fitprobe", type=Path, default=Path(sys.executable).with_name("fitprobe"),
+                        help="the fitprobe executable to time (default: this interpreter's)")
+    parser.add_argument("--sweep", action="store_true", help="also time the full catalog sweep")
     args = parser.parse_args()
-    results = [sweep() for _ in range(args.runs)]
-    n, _, counts = results[0]
-    secs = statistics.median(r[1] for r in results)
-    print(f"sweep: {n:,} estimates (models x GPUs x formats x 6 contexts), median {secs:.2f} s "
-          f"over {args.runs} runs = {n / secs:,.0f} estimates/s; verdicts {counts}")
-    times, first = cold_start(args.runs)
-    print(f"cold start `fitprobe plan llama-3.1-8b-instruct --gpu 'RTX 4090'`: median {statistics.median(times) * 1000:.0f} ms "
-          f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f}) over {args.runs} runs; "
-          f"first run on a machine (catalogs validated): median {statistics.median(first) * 1000:.0f} ms")
-    return 0
+    if args.sweep:
+        results = [sweep() for _ in range(args.runs)]
+        n, _, counts = results[0]
+        secs = statistics.median(r[1] for r in results)
+        print(f"sweep: {n:,} estimates (models x GPUs x formats x 6 contexts), median {secs:.2f} s "
+              f"over {args.runs} runs = {n / secs:,.0f} estimates/s; verdicts {counts}")
+    return 0 if startup(args.runs, args.fitprobe.absolute()) else 1
 
 
 if __name__ == "__main__":

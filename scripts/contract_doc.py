@@ -15,8 +15,9 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "json-contract.md"
 HEADER = """# The JSON contract (`--json`)
 
 `fitprobe plan`, `check` and `report` print one JSON object, `PlanOutput` (`fitprobe/schema.py`): typed
-records that pydantic validates before printing, serializes and turns into the JSON Schema that
-`fitprobe schema` prints (`fitprobe/contract.py`); unknown fields are rejected. Bytes are integers, ratios are
+records, each value checked against its declared type as it is written (`fitprobe/record_json.py`, which
+writes exactly what pydantic would, without importing it), and turned by pydantic into the JSON Schema
+that `fitprobe schema` prints (`fitprobe/contract.py`); unknown fields are rejected. Bytes are integers, ratios are
 fractions (0.83 = 83 %). `schema_version` changes on any breaking change. Exit codes: 0 fits (or tight,
 unless `--strict`), 1 does not fit or a `--require-*` gate fails, 2 usage error, 3 model not resolvable,
 4 hardware not probeable; errors are one line on stderr, never JSON on stdout.
@@ -61,6 +62,19 @@ def _walk(schema: dict, defs: dict, prefix: str, rows: list[str], seen: set[str]
             _walk(defs[target], defs, path + suffix, rows, seen | {target})
 
 
+BRIEF = """
+## Brief form (`--brief`, `--fields`)
+
+For gates that parse the answer often, `--brief` (which implies `--json`) prints only the top-level fields
+below, each exactly as in the full contract except `launch`, which holds the sized engine's command alone;
+`fitprobe schema --brief` prints its JSON Schema. `--fields a,b,c` prints the named top-level fields of the
+full contract (`fitprobe schema --fields a,b,c`); an unknown name is a usage error (exit code 2).
+
+| field | type | meaning |
+|---|---|---|
+"""
+
+
 FIT_HEADER = """
 ## `fitprobe fit --json` and `report --json` without MODEL: `FitOutput`
 
@@ -73,16 +87,19 @@ ranked; the score and its factors are explained in [fit.md](fit.md). Exit codes:
 """
 
 
-def _table(schema: dict) -> str:
+def _table(schema: dict, described: set[str] = frozenset()) -> str:
     rows: list[str] = []
-    _walk(schema, schema.get("$defs", {}), "", rows, set())
+    _walk(schema, schema.get("$defs", {}), "", rows, set(described))
     return "\n".join(rows) + "\n"
 
 
 def render() -> str:
     from fitprobe.contract import fit_json_schema, json_schema
 
-    return HEADER + _table(json_schema()) + FIT_HEADER + _table(fit_json_schema())
+    brief = json_schema(brief=True)
+    described = set(brief.get("$defs", {})) - {"BriefLaunch"}  # the records are described above
+    return (HEADER + _table(json_schema()) + BRIEF + _table(brief, described)
+            + FIT_HEADER + _table(fit_json_schema()))
 
 
 def main() -> int:

@@ -82,3 +82,45 @@ def test_validator_rejects_a_broken_output(schema):
     doc["launch"]["llama.cpp"]["fits"] = "yes"
     with pytest.raises(AssertionError):
         validate(doc, schema, schema)
+
+
+def _schema(*args):
+    r = CliRunner().invoke(main, ["schema", *args])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("args", [CASES[0], CASES[2], CASES[4]])
+def test_brief_outputs_validate_and_hold_the_verdict_deployment_memory_speed(args):
+    from fitprobe.contract import BRIEF_FIELDS, field_names
+
+    brief = _schema("--brief")
+    r = CliRunner().invoke(main, args + ["--brief"])  # --brief implies --json
+    assert r.exit_code in (0, 1), r.output
+    doc = json.loads(r.stdout)
+    validate(doc, brief, brief)
+    assert list(doc) == [f for f in BRIEF_FIELDS if f in field_names()]  # "recommended" once the contract has it
+    full = json.loads(CliRunner().invoke(main, args + ["--json"]).stdout)
+    engine = full["settings"]["engine"]
+    assert doc["launch"] == {engine: {"command": full["launch"][engine]["command"]}}
+    assert {k: v for k, v in doc.items() if k != "launch"} == {k: full[k] for k in doc if k != "launch"}
+    assert len(r.stdout) * 4 < len(json.dumps(full, indent=2))
+
+
+def test_fields_output_validates_against_its_schema():
+    schema_ = _schema("--fields", "verdict,speed,gate")
+    assert set(schema_["properties"]) == {"verdict", "speed", "gate"}
+    assert "FinetuneMethod" not in schema_["$defs"]  # only the definitions these fields use
+    r = CliRunner().invoke(main, CASES[0] + ["--fields", "verdict,speed,gate"])
+    doc = json.loads(r.stdout)
+    assert list(doc) == ["verdict", "speed", "gate"] and doc["gate"]["checks"]
+    validate(doc, schema_, schema_)
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--fields", "verdict,nope"], "--fields: unknown field 'nope' (choose from: schema_version"),
+    (["--brief", "--fields", "verdict"], "--brief and --fields exclude each other"),
+])
+def test_bad_field_selection_is_a_usage_error(extra, message):
+    r = CliRunner().invoke(main, CASES[0] + extra)
+    assert r.exit_code == 2 and message in r.stderr and not r.stdout

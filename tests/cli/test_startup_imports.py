@@ -1,0 +1,73 @@
+"""Start-up guard: each plain path imports only what its answer needs. Every case runs in a fresh
+interpreter (after one run has validated the catalogs) and reports the modules it ended up with."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fitprobe.catalogs.models import find_model
+
+RUN = """
+import json, sys
+from fitprobe import cli
+sys.argv = ["fitprobe", *json.loads(sys.argv[1])]
+try:
+    cli.entry()
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+
+HEAVY = {"pydantic", "pydantic_core", "huggingface_hub", "httpx", "gguf", "numpy", "psutil", "pynvml"}
+# Modules of answers a plan does not give: the report's sections, probing, the Hub, GGUF files, other commands.
+NOT_FOR_PLAN = {"fitprobe.estimator.cost", "fitprobe.estimator.finetune", "fitprobe.estimator.diagnosis",
+                "fitprobe.estimator.recommend", "fitprobe.verify", "fitprobe.html_report", "fitprobe.cmd_report",
+                "fitprobe.cmd_probe", "fitprobe.cmd_list", "fitprobe.cmd_schema", "fitprobe.probe",
+                "fitprobe.catalogs.hub", "fitprobe.catalogs.gguf_file", "fitprobe.catalogs.cloud"}
+HUMAN_ONLY = {"fitprobe.render", "fitprobe.estimator.launch.text"}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    env = {**os.environ, "FITPROBE_CACHE_DIR": str(tmp_path_factory.mktemp("memo"))}
+
+    def imported(*args: str) -> set[str]:
+        proc = subprocess.run([sys.executable, "-c", RUN, json.dumps(args)], capture_output=True, text=True,
+                              timeout=120, env=env)
+        assert proc.stdout, proc.stderr
+        return set(json.loads(proc.stderr.strip().splitlines()[-1]))
+
+    imported("plan", "qwen3-8b", "--gpu", "RTX 4090")  # the first run on a machine validates the catalogs
+    return imported
+
+
+@pytest.fixture(scope="module")
+def config_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("model")
+    (d / "config.json").write_text(json.dumps(find_model("llama-3.1-8b-instruct").config))
+    return d
+
+
+def _top(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+@pytest.mark.parametrize("source,json_args", [
+    ("catalog", []), ("catalog", ["--json"]), ("catalog", ["--brief"]), ("catalog", ["--fields", "verdict,speed"]),
+    ("config dir", ["--json"]), ("config.json", []),
+])
+def test_plan_imports_neither_pydantic_nor_the_hub_nor_other_answers(run, config_dir, source, json_args):
+    model = {"catalog": "llama-3.1-8b-instruct", "config dir": str(config_dir),
+             "config.json": str(config_dir / "config.json")}[source]
+    modules = run("plan", model, "--gpu", "RTX 4090", *json_args)
+    assert "fitprobe.estimator.plan" in modules  # it did size the plan
+    assert not _top(modules) & HEAVY, sorted(_top(modules) & HEAVY)
+    unwanted = NOT_FOR_PLAN | (HUMAN_ONLY if json_args else {"fitprobe.contract", "fitprobe.record_json"})
+    assert not {m for m in modules if m in unwanted or m.startswith("fitprobe.probe.")}
+
+
+def test_the_guard_sees_a_heavy_import(run):
+    """The same harness on a command that needs pydantic (the JSON Schema) does report it."""
+    assert "pydantic" in run("schema")
