@@ -63,6 +63,7 @@ def probe_command(as_json: bool, bench: bool) -> None:
     """Show the GPUs, CPU and RAM this machine has, and where each number came from."""
     try:
         from fitprobe.probe.registry import probe_machine
+        from fitprobe.record_json import dumps, record_data
 
         report = probe_machine()
         if bench:
@@ -71,7 +72,7 @@ def probe_command(as_json: bool, bench: bool) -> None:
             gbs, method = measure_copy_bandwidth()
             if gbs > 0:
                 report.ram_bandwidth_gbs, report.ram_bandwidth_method = round(gbs, 1), method
-        out = report.model_dump_json(indent=2) if as_json else render_report(report)
+        out = dumps(record_data(report)) if as_json else render_report(report)
     except Exception as exc:  # noqa: BLE001 - the probe must never end in a traceback
         click.echo(f"error: probe failed: {type(exc).__name__}: {exc}", err=True)
         sys.exit(1)

@@ -127,6 +127,7 @@ def probed_hardware(usable_fraction: float):
     """Probe this machine; (Hardware, per-device readings, probe notes). Raises HardwareError."""
     from fitprobe.probe.registry import probe_machine
     from fitprobe.probe.to_hardware import probe_hardware
+    from fitprobe.record_json import record_data, without_none
 
     try:
         report = probe_machine()
@@ -134,7 +135,7 @@ def probed_hardware(usable_fraction: float):
     except Exception as exc:  # the probe promises not to raise; if it does, say so in one line
         raise HardwareError(f"could not probe this machine: {exc}") from exc
     hw = replace(hw, usable_fraction=usable_fraction)
-    readings = [g.model_dump(exclude_none=True) for g in report.gpus if g.visible]
+    readings = [without_none(record_data(g)) for g in report.gpus if g.visible]
     notes = list(report.notes)
     if not hw.devices:
         notes.insert(0, "no GPU: CPU/RAM only" + (f" ({_ram(hw.system_ram_bytes)} RAM)" if hw.system_ram_bytes else ""))

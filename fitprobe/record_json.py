@@ -31,6 +31,15 @@ def record_data(value, only: typing.Iterable[str] | None = None, *, path: str = 
     return {name: _convert(getattr(value, name), types_[name], f"{path}.{name}") for name in names}
 
 
+def without_none(data):
+    """`data` with every null-valued key left out, at any depth (pydantic's exclude_none)."""
+    if isinstance(data, dict):
+        return {k: without_none(v) for k, v in data.items() if v is not None}
+    if isinstance(data, list):
+        return [without_none(v) for v in data]
+    return data
+
+
 def dumps(data, *, indent: int | None = 2) -> str:
     """JSON text of plain data, laid out and with numbers formatted as pydantic's dump_json writes them."""
     out: list[str] = []

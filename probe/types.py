@@ -1,10 +1,12 @@
 """Typed readings from the probe. Every reading says where it came from (`source`) so a wrong
-number can be traced to the tool that produced it."""
+number can be traced to the tool that produced it. Records (`estimator.fields`), not pydantic models:
+`check` probes on every run and should not pay for importing pydantic; `probe --json` writes them
+through `fitprobe.record_json`, which checks each value against its declared type."""
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record
 
 Source = Literal[
     "nvml",
@@ -25,7 +27,8 @@ Source = Literal[
 Vendor = Literal["nvidia", "amd", "intel", "apple", "huawei"]
 
 
-class MigInstance(BaseModel):
+@record
+class MigInstance:
     """One MIG slice: a process on it sees only this memory, not the parent GPU's."""
 
     index: int
@@ -38,7 +41,8 @@ class MigInstance(BaseModel):
     memory_used_bytes: int | None = None
 
 
-class GpuReading(BaseModel):
+@record
+class GpuReading:
     """One accelerator as probed. Optional fields are None when the tool could not say."""
 
     index: int
@@ -59,7 +63,7 @@ class GpuReading(BaseModel):
     pcie_width: int | None = None
     nvlink_links: int | None = None
     mig_mode: bool | None = None
-    mig_instances: list[MigInstance] = Field(default_factory=list)
+    mig_instances: list[MigInstance] = doc(default_factory=list)
     power_limit_w: float | None = None
     mem_clock_mhz: int | None = None  # max memory clock, as NVML/nvidia-smi report it
     mem_bus_width_bits: int | None = None
@@ -74,22 +78,24 @@ class GpuReading(BaseModel):
     catalog_name: str | None = None
     match_note: str | None = None
     source: Source
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = doc(default_factory=list)
 
 
-class CpuReading(BaseModel):
+@record
+class CpuReading:
     """Host CPU: model, core counts and the SIMD/matrix flags that matter for CPU inference."""
 
     model: str | None = None
     arch: str | None = None
     physical_cores: int | None = None
     logical_cores: int | None = None
-    flags: list[str] = Field(default_factory=list)
+    flags: list[str] = doc(default_factory=list)
     source: Source
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = doc(default_factory=list)
 
 
-class BackendStatus(BaseModel):
+@record
+class BackendStatus:
     """Whether one probe backend found anything, and if not, why (never an exception)."""
 
     name: str
@@ -98,18 +104,20 @@ class BackendStatus(BaseModel):
     devices: int = 0
 
 
-class PlatformInfo(BaseModel):
+@record
+class PlatformInfo:
     system: str  # platform.system(): Linux, Darwin, Windows
     release: str | None = None
     machine: str | None = None
     wsl: bool = False
 
 
-class ProbeReport(BaseModel):
+@record
+class ProbeReport:
     """Everything the probe saw on this machine."""
 
     platform: PlatformInfo
-    gpus: list[GpuReading] = Field(default_factory=list)
+    gpus: list[GpuReading] = doc(default_factory=list)
     cpu: CpuReading | None = None
     ram_total_bytes: int | None = None
     ram_available_bytes: int | None = None
@@ -118,9 +126,9 @@ class ProbeReport(BaseModel):
     cgroup_source: str | None = None
     ram_bandwidth_gbs: float | None = None  # measured by `probe --bench` (probe/membw.py)
     ram_bandwidth_method: str | None = None
-    visible_masks: dict[str, str] = Field(default_factory=dict)
-    backends: list[BackendStatus] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
+    visible_masks: dict[str, str] = doc(default_factory=dict)
+    backends: list[BackendStatus] = doc(default_factory=list)
+    notes: list[str] = doc(default_factory=list)
 
     @property
     def visible_gpus(self) -> list[GpuReading]:

@@ -68,6 +68,13 @@ def test_plan_imports_neither_pydantic_nor_the_hub_nor_other_answers(run, config
     assert not {m for m in modules if m in unwanted or m.startswith("fitprobe.probe.")}
 
 
+def test_check_probes_without_pydantic_or_the_hub(run):
+    modules = run("check", "llama-3.1-8b-instruct", "--json")
+    assert "fitprobe.probe.registry" in modules and "fitprobe.estimator.plan" in modules
+    assert not _top(modules) & {"pydantic", "pydantic_core", "huggingface_hub", "httpx"}
+    assert not modules & NOT_FOR_PLAN - {"fitprobe.probe"}
+
+
 def test_the_guard_sees_a_heavy_import(run):
     """The same harness on a command that needs pydantic (the JSON Schema) does report it."""
     assert "pydantic" in run("schema")
