@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from pydantic import BaseModel, Field
+from fitprobe.estimator.fields import doc, record
 
 from .hub_files import GgufQuantFile, group_gguf_files
 
@@ -76,7 +76,8 @@ class HubTimeout(HubUnavailable):
 # ---------------------------------------------------------------- model references
 
 
-class ModelRef(BaseModel):
+@record
+class ModelRef:
     repo_id: str
     revision: str | None = None
     quant: str | None = None
@@ -112,7 +113,8 @@ def parse_model_ref(text: str) -> ModelRef:
 # ---------------------------------------------------------------- result
 
 
-class HubModel(BaseModel):
+@record
+class HubModel:
     """What the Hub (or its cache) says about one model repo at one revision."""
 
     repo_id: str
@@ -122,17 +124,18 @@ class HubModel(BaseModel):
     config_file: str | None = None
     params_json: dict[str, Any] | None = None
     quantization_config: dict[str, Any] | None = None
-    safetensors_params: dict[str, int] = Field(default_factory=dict)
+    safetensors_params: dict[str, int] = doc(default_factory=dict)
     safetensors_source: Literal["model-info", "headers"] | None = None
-    gguf_files: list[GgufQuantFile] = Field(default_factory=list)
-    mmproj_files: list[GgufQuantFile] = Field(default_factory=list)
+    gguf_files: list[GgufQuantFile] = doc(default_factory=list)
+    mmproj_files: list[GgufQuantFile] = doc(default_factory=list)
     gated: bool = False
-    base_models: list[str] = Field(default_factory=list, description="from the Hub's base_model:* tags")
+    base_models: list[str] = doc(default_factory=list, description="from the Hub's base_model:* tags")
     source: Literal["hub", "cache"] = "hub"
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = doc(default_factory=list)
 
 
-class GgufRepoCandidate(BaseModel):
+@record
+class GgufRepoCandidate:
     repo_id: str
     downloads: int | None = None
     likes: int | None = None

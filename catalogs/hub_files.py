@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from pydantic import BaseModel
+from fitprobe.estimator.fields import record
 
 # llama.cpp quant names (k-quants, i-quants, legacy, ternary, float) plus unsloth's "UD-" prefix
 # and the `_L`/`_XL` suffixes bartowski/unsloth use for mixes with Q8_0 embeddings.
@@ -22,7 +22,8 @@ _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$",
 _ALIASES = {"FP16": "F16", "FP32": "F32"}
 
 
-class GgufQuantFile(BaseModel):
+@record
+class GgufQuantFile:
     """One downloadable GGUF variant: all parts of a split file, with their summed size."""
 
     quant: str

@@ -124,7 +124,7 @@ def _from_hub(raw: str, *, token: str | None, revision: str | None) -> ResolvedM
     except hub.BadModelRef as exc:
         raise ResolveError(str(exc)) from exc
     if revision:
-        ref = ref.model_copy(update={"revision": revision})
+        ref = replace(ref, revision=revision)
     try:
         model = hub.fetch_model(ref, token=token)
         if model.config is None and model.params_json is None and model.gguf_files:
