@@ -2,9 +2,10 @@
 
 The estimator's inputs and results are keyword-only dataclasses: building one costs microseconds and
 importing this module costs nothing, which keeps `fitprobe plan` starting in well under a second on a
-small machine (importing pydantic alone takes 0.1–0.2 s there). pydantic still validates, serializes and
-describes these same classes where that is worth its import: the JSON contract (`fitprobe.contract`) and
-catalog files that have changed since they were last validated (`fitprobe.catalogs.validated`).
+small machine (importing pydantic alone takes 0.1–0.2 s there). pydantic still describes and validates
+these same classes where that is worth its import: the JSON Schema of the contract (`fitprobe.contract`)
+and catalog files that have changed since they were last validated (`fitprobe.catalogs.validated`);
+`fitprobe.record_json` writes them as JSON, type-checked, without it.
 
 `doc()` declares a field with its description (read into the JSON Schema) and numeric bounds, which
 `record` checks on every construction, so an impossible value fails where it is made.
