@@ -14,7 +14,7 @@ from fitprobe.cli import main
 from fitprobe.estimator.fields import asdict
 from fitprobe.record_json import ContractError, dumps, record_data
 
-GPUS = [("RTX 4090", "1"), ("H100 SXM", "8"), ("M4 Max", "1"), ("RTX 3060", "2"), ("cpu", "0"), ("A100 80GB", "4")]
+GPUS = [("RTX 4090", "1"), ("H100 SXM", "8"), ("M4 Max 128GB", "1"), ("RTX 3060", "2"), ("cpu", "0"), ("A100 80GB SXM4", "4")]
 QUANTS = ["Q4_K_M", "Q8_0", "UD-Q4_K_XL", "IQ2_XXS", "Q6_K", "BF16"]
 
 
@@ -41,7 +41,7 @@ def _case(i: int, name: str) -> list[str]:
     args = ["plan", name, "--gpu", gpu, "--ctx", str(4096 << (i % 5)), "-q", quant, "--ram-gib", "64"]
     if gpu != "cpu":
         args += ["--gpus", count]
-    if quant == "BF16" and gpu not in ("cpu", "M4 Max"):
+    if quant == "BF16" and gpu not in ("cpu", "M4 Max 128GB"):
         args += ["--engine", "vllm"]
     return args
 
