@@ -15,11 +15,11 @@ from functools import lru_cache
 from fitprobe.record_json import dumps, record_data
 from fitprobe.schema import SCHEMA_VERSION, PlanOutput, bind_section_types
 
-# The verdict, the deployment, memory and speed. A name PlanOutput does not have is skipped, so a field
-# added to the contract later (the recommended deployment) joins the brief form where it exists.
-BRIEF_FIELDS = ("schema_version", "command", "settings", "verdict", "verdict_now", "recommended", "memory",
-                "speed", "gate", "launch")
-BRIEF_LAUNCH_DESCRIPTION = "--brief: the command of the sized engine (settings.engine) only"
+# The verdict, the recommended deployment, memory and speed, in the contract's order. A name PlanOutput does
+# not have is skipped, so the brief form follows the contract as fields come and go.
+BRIEF_FIELDS = ("schema_version", "command", "recommended", "settings", "memory", "verdict", "asked", "verdict_now",
+                "recommended_now", "launch", "gate", "speed")
+BRIEF_LAUNCH_DESCRIPTION = "--brief: the command of the recommended engine (settings.engine) only"
 
 
 def field_names() -> list[str]:

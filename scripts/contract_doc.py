@@ -66,7 +66,7 @@ BRIEF = """
 ## Brief form (`--brief`, `--fields`)
 
 For gates that parse the answer often, `--brief` (which implies `--json`) prints only the top-level fields
-below, each exactly as in the full contract except `launch`, which holds the sized engine's command alone;
+below, each exactly as in the full contract except `launch`, which holds the recommended engine's command alone;
 `fitprobe schema --brief` prints its JSON Schema. `--fields a,b,c` prints the named top-level fields of the
 full contract (`fitprobe schema --fields a,b,c`); an unknown name is a usage error (exit code 2).
 
