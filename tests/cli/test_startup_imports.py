@@ -20,6 +20,7 @@ except SystemExit:
 print(json.dumps(sorted(sys.modules)), file=sys.stderr)
 """
 
+MODEL = "llama-3.1-8b-instruct"
 HEAVY = {"pydantic", "pydantic_core", "huggingface_hub", "httpx", "gguf", "numpy", "psutil", "pynvml"}
 # Modules of answers a plan does not give: the report's sections, probing, the Hub, GGUF files, other commands.
 NOT_FOR_PLAN = {"fitprobe.estimator.cost", "fitprobe.estimator.finetune", "fitprobe.estimator.diagnosis",
@@ -39,14 +40,14 @@ def run(tmp_path_factory):
         assert proc.stdout, proc.stderr
         return set(json.loads(proc.stderr.strip().splitlines()[-1]))
 
-    imported("plan", "qwen3-8b", "--gpu", "RTX 4090")  # the first run on a machine validates the catalogs
+    imported("plan", MODEL, "--gpu", "RTX 4090")  # the first run on a machine validates the catalog files it reads
     return imported
 
 
 @pytest.fixture(scope="module")
 def config_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("model")
-    (d / "config.json").write_text(json.dumps(find_model("llama-3.1-8b-instruct").config))
+    (d / "config.json").write_text(json.dumps(find_model(MODEL).config))
     return d
 
 
@@ -59,7 +60,7 @@ def _top(modules: set[str]) -> set[str]:
     ("config dir", ["--json"]), ("config.json", []),
 ])
 def test_plan_imports_neither_pydantic_nor_the_hub_nor_other_answers(run, config_dir, source, json_args):
-    model = {"catalog": "llama-3.1-8b-instruct", "config dir": str(config_dir),
+    model = {"catalog": MODEL, "config dir": str(config_dir),
              "config.json": str(config_dir / "config.json")}[source]
     modules = run("plan", model, "--gpu", "RTX 4090", *json_args)
     assert "fitprobe.estimator.plan" in modules  # it did size the plan
@@ -69,7 +70,7 @@ def test_plan_imports_neither_pydantic_nor_the_hub_nor_other_answers(run, config
 
 
 def test_check_probes_without_pydantic_or_the_hub(run):
-    modules = run("check", "llama-3.1-8b-instruct", "--json")
+    modules = run("check", MODEL, "--json")
     assert "fitprobe.probe.registry" in modules and "fitprobe.estimator.plan" in modules
     assert not _top(modules) & {"pydantic", "pydantic_core", "huggingface_hub", "httpx"}
     assert not modules & NOT_FOR_PLAN - {"fitprobe.probe"}
