@@ -42,9 +42,13 @@ def to_json(output: PlanOutput, *, indent: int | None = 2, fields: tuple[str, ..
     """The whole contract, or only `fields`, or the brief form. Raises ContractError on a value that
     breaks its declared type."""
     if brief:
-        data = record_data(output, BRIEF_FIELDS)
         engine = output.settings.engine
-        data["launch"] = {engine: {"command": output.launch[engine].command}} if engine in output.launch else {}
+        data = {}
+        for name in BRIEF_FIELDS:
+            if name == "launch":
+                data[name] = {engine: {"command": output.launch[engine].command}} if engine in output.launch else {}
+            else:
+                data.update(record_data(output, [name]))
     else:
         data = record_data(output, fields)
     return dumps(data, indent=indent)
