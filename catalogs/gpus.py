@@ -104,16 +104,22 @@ def _expand(entry: GpuEntry) -> list[GpuEntry]:
 
 @lru_cache(maxsize=1)
 def load_gpus() -> tuple[GpuEntry, ...]:
-    raw = load_json_file(list[GpuEntry], PATH, key="devices")
-    entries = tuple(e for entry in raw for e in _expand(entry))
+    return _expanded(load_json_file(list[GpuEntry], PATH, key="devices", check=_check_unique_names))
+
+
+def _expanded(raw: list[GpuEntry]) -> tuple[GpuEntry, ...]:
+    return tuple(e for entry in raw for e in _expand(entry))
+
+
+def _check_unique_names(raw: list[GpuEntry]) -> None:
+    """No name of one device also names another (run when gpus.json is new to this machine)."""
     seen: dict[tuple, str] = {}
-    for e in entries:
+    for e in _expanded(raw):
         for text in (e.key, e.name, *e.aliases):
             name = parse_name(text)
             ident = (name.base, name.form, e.memory_gib or name.memory_gib)
             if seen.setdefault(ident, e.key) != e.key:
-                raise ValueError(f"gpus.json: '{text}' of {e.key} also names {seen[ident]}")
-    return entries
+                raise ValueError(f"'{text}' of {e.key} also names {seen[ident]}")
 
 
 # Words that never tell two products apart: vendor and brand names, memory technology, "GPU".

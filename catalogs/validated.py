@@ -30,13 +30,19 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fitprobe"
 
 
-def _load(tp, data, raw: bytes, *, what: str):
-    """`data` (parsed from `raw`) as an instance of `tp`; validated unless this content was seen valid."""
+def _load(tp, data, raw: bytes, *, what: str, check=None):
+    """`data` (parsed from `raw`) as an instance of `tp`; validated (and `check`ed) unless this content
+    was seen valid."""
     digest = hashlib.sha256(_shape(tp).encode() + b"\0" + raw).hexdigest()
     memo = cache_dir() / "validated-catalogs"
     if (memo / digest).exists():
         return _build(tp, data)
     value = _validate(tp, data, what)
+    if check is not None:
+        try:
+            check(value)
+        except ValueError as exc:
+            raise CatalogValidationError(f"{what} is invalid: {exc}") from None
     try:
         memo.mkdir(parents=True, exist_ok=True)
         (memo / digest).touch()
@@ -125,8 +131,10 @@ def _build(tp, data):
     return data
 
 
-def load_json_file(tp, path: Path, *, key: str | None = None, what: str | None = None):
-    """Read, parse and load one catalog file (or its top-level `key`) into `tp`; errors name the file."""
+def load_json_file(tp, path: Path, *, key: str | None = None, what: str | None = None, check=None):
+    """Read, parse and load one catalog file (or its top-level `key`) into `tp`; errors name the file.
+    `check(value)` raises ValueError on what the types cannot say (names two entries share); it runs
+    with the validation, so only on content new to this machine."""
     what = what or path.name
     raw = path.read_bytes()
     try:
@@ -137,4 +145,4 @@ def load_json_file(tp, path: Path, *, key: str | None = None, what: str | None =
         if not isinstance(data, dict) or key not in data:
             raise CatalogValidationError(f"{what} has no top-level '{key}'")
         data = data[key]
-    return _load(tp, data, raw, what=what)
+    return _load(tp, data, raw, what=what, check=check)

@@ -122,3 +122,40 @@ def plan_output():
 
     hw = catalog_hardware("rtx-4090", 1, usable_fraction=0.95, ram_bytes=None)
     return size_plan("plan", resolve("qwen3-8b"), find_quant("Q4_K_M"), RunSettings(), hw).output
+
+
+def test_a_catalog_check_runs_only_with_the_validation(tmp_path, monkeypatch):
+    monkeypatch.setenv("FITPROBE_CACHE_DIR", str(tmp_path / "cache"))
+
+    def unique(box):
+        names = [p.name for p in box.parts]
+        if len(set(names)) != len(names):
+            raise ValueError("two parts share a name")
+
+    path = _write(tmp_path, {"parts": [{"name": "a", "size": 3}, {"name": "a", "size": 4}]})
+    with pytest.raises(CatalogValidationError, match="box.json is invalid: two parts share a name"):
+        load_json_file(Box, path, check=unique)
+    assert not list((tmp_path / "cache").glob("validated-catalogs/*"))  # a failed check is not remembered
+    path.write_text(json.dumps({"parts": [{"name": "a", "size": 3}]}))
+    checked = []
+    for _ in range(2):
+        load_json_file(Box, path, check=checked.append)
+    assert len(checked) == 1  # the second load is a memo hit
+
+
+def test_two_gpus_answering_to_one_name_fail_the_catalog(tmp_path, monkeypatch):
+    from fitprobe.catalogs import gpus
+
+    monkeypatch.setenv("FITPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    data = json.loads(gpus.PATH.read_text())
+    first = next(d for d in data["devices"] if not d.get("memory_variants"))
+    data["devices"].append({**first, "key": first["key"] + "-copy", "aliases": []})
+    path = tmp_path / "gpus.json"
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(gpus, "PATH", path)
+    gpus.load_gpus.cache_clear()
+    try:
+        with pytest.raises(CatalogValidationError, match=f"gpus.json is invalid: .* also names {first['key']}"):
+            gpus.load_gpus()
+    finally:
+        gpus.load_gpus.cache_clear()
