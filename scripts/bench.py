@@ -210,9 +210,9 @@ def startup(runs: int, fitprobe: Path) -> bool:
         bares: list[tuple[float, float]] = []
         for i in range(runs):
             for name, argv in cases.items():
-                run_env = env if not name.endswith("first run") else {**env, "FITPROBE_CACHE_DIR": str(work / f"fresh{i}")}
+                fresh = {"FITPROBE_CACHE_DIR": str(work / f"fresh{i}")} if name.endswith("first run") else {}
                 bares.append(timed(bare, env))
-                results[name].append(timed(argv, run_env))
+                results[name].append(timed(argv, {**env, **fresh}))
         rtt = round_trip(hub, runs * 3)
     finally:
         hub.stop()

@@ -14,7 +14,8 @@ from fitprobe.cli import main
 from fitprobe.estimator.fields import asdict
 from fitprobe.record_json import ContractError, dumps, record_data
 
-GPUS = [("RTX 4090", "1"), ("H100 SXM", "8"), ("M4 Max 128GB", "1"), ("RTX 3060", "2"), ("cpu", "0"), ("A100 80GB SXM4", "4")]
+GPUS = [("RTX 4090", "1"), ("H100 SXM", "8"), ("M4 Max 128GB", "1"), ("RTX 3060", "2"), ("cpu", "0"),
+        ("A100 80GB SXM4", "4")]
 QUANTS = ["Q4_K_M", "Q8_0", "UD-Q4_K_XL", "IQ2_XXS", "Q6_K", "BF16"]
 
 
@@ -112,3 +113,16 @@ def test_a_value_of_the_wrong_type_is_named_by_its_path(monkeypatch):
     output.settings.quant = None
     with pytest.raises(ContractError, match=r"\$\.settings\.quant: expected a string"):
         record_data(output)
+
+
+@pytest.mark.parametrize("args", [["fit", "--gpu", "RTX 4090", "--all", "--limit", "12"],
+                                  ["fit", "--gpu", "cpu", "--ram-gib", "32", "--sort", "speed"]])
+def test_fit_output_matches_pydantic_byte_for_byte(monkeypatch, args):
+    seen = []
+    real = contract.fit_to_json
+    monkeypatch.setattr(contract, "fit_to_json", lambda output, **kw: seen.append(output) or real(output, **kw))
+    result = CliRunner().invoke(main, args + ["--json"])
+    assert result.exit_code in (0, 1), result.output
+    (output,) = seen
+    adapter = contract.fit_adapter()
+    assert result.stdout.rstrip("\n") == adapter.dump_json(adapter.validate_python(asdict(output)), indent=2).decode()
