@@ -25,8 +25,8 @@ HEAVY = {"pydantic", "pydantic_core", "huggingface_hub", "httpx", "gguf", "numpy
 # Modules of answers a plan does not give: the report's sections, probing, the Hub, GGUF files, other commands.
 NOT_FOR_PLAN = {"fitprobe.estimator.cost", "fitprobe.estimator.finetune", "fitprobe.estimator.diagnosis",
                 "fitprobe.estimator.recommend", "fitprobe.verify", "fitprobe.html_report", "fitprobe.cmd_report",
-                "fitprobe.cmd_probe", "fitprobe.cmd_list", "fitprobe.cmd_schema", "fitprobe.cmd_fit", "fitprobe.probe",
-                "fitprobe.catalogs.hub", "fitprobe.catalogs.gguf_file", "fitprobe.catalogs.cloud"}
+                "fitprobe.cmd_probe", "fitprobe.cmd_list", "fitprobe.cmd_schema", "fitprobe.cmd_fit",
+                "fitprobe.cmd_simulate", "fitprobe.probe", "fitprobe.catalogs.hub", "fitprobe.catalogs.gguf_file", "fitprobe.catalogs.cloud"}
 HUMAN_ONLY = {"fitprobe.render", "fitprobe.estimator.launch.text"}
 
 
