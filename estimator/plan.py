@@ -4,6 +4,7 @@ from __future__ import annotations
 from fitprobe.estimator.fields import doc, record, replace
 
 from .hardware import Hardware
+from .kv import KvCache, kv_cache
 from .memory import MemoryBreakdown, estimate
 from .quant import QuantFormat, QuantTable, WeightBytes, is_approximate, weight_bytes
 from .settings import RunSettings
@@ -77,6 +78,7 @@ class Sizer:
         self.error_band, self.min_margin = error_band, min_margin_bytes
         self.known = known_weights or {}
         self._weights: dict[str, tuple[WeightBytes, str]] = {}
+        self._kv: dict[tuple, KvCache] = {}
 
     def weights(self, fmt: QuantFormat) -> tuple[WeightBytes, str]:
         if fmt.name not in self._weights:
@@ -86,9 +88,21 @@ class Sizer:
 
     def size(self, fmt: QuantFormat, st: RunSettings, *, now: bool = False) -> tuple[MemoryBreakdown, Verdict, str]:
         w, source = self.weights(fmt)
-        mem = estimate(self.spec, fmt, self.table, st, self.hw, weights=w, now=now)
+        mem = estimate(self.spec, fmt, self.table, st, self.hw, weights=w, now=now, kv=self.kv_for(st))
         verdict = judge(mem, self.hw, error_band=self.error_band, min_margin_bytes=self.min_margin, now=now)
         return mem, verdict, source
+
+    def kv_for(self, st: RunSettings) -> KvCache | None:
+        """The llama.cpp-family cache for these settings, computed once: it depends on the engine,
+        context, sequences, cache type and micro-batch, not on the format or the placement (every
+        quantization-matrix row and every offload candidate shares it). Paged engines size their
+        cache per tensor-parallel rank inside `estimate`."""
+        if st.engine in ("vllm", "sglang"):
+            return None
+        key = (st.engine, st.context, st.batch, st.kv_cache_dtype, st.ubatch)
+        if key not in self._kv:
+            self._kv[key] = kv_cache(self.spec, st)
+        return self._kv[key]
 
     def plan(self, fmt: QuantFormat, st: RunSettings, *, formats: list[QuantFormat] | None = None,
              now: bool = False) -> PlanResult:

@@ -97,7 +97,7 @@ def _with_split(inp: LaunchInput, fmt, st, w):
     """The settings with the layer split that balances the devices (several GPUs only)."""
     if len(inp.hw.devices) < 2:
         return st
-    return replace(st, tensor_split=balanced_split(inp.spec, w, st, inp.hw, now=inp.now))
+    return replace(st, tensor_split=balanced_split(inp.spec, w, st, inp.hw, now=inp.now, kv=inp.sizer.kv_for(st)))
 
 
 def _place(inp: LaunchInput, fmt, st, kvs, w, reasons) -> tuple | None:
