@@ -59,19 +59,35 @@ def llama_cpp_offload_staging_bytes(spec: ModelSpec, fmt, table, st: RunSettings
     layers = set(cpu_layers)
     if not layers or spec.moe is None or st.ubatch < OP_OFFLOAD_MIN_BATCH or fmt.kind != "gguf":
         return 0
-    from .quant import tensor_types
-    from .tensors import inventory
-
-    types = tensor_types(spec, fmt)
-    largest = 0
-    for t in inventory(spec):
-        if t.expert and t.layer in layers and len(t.shape) >= 2 and t.name in types:
-            ty = table.ggml_types.get(types[t.name])
-            if ty is not None:
-                largest = max(largest, (t.n // t.shape[0]) * ty.row_bytes(t.shape[0]))
+    per_layer = _largest_expert_tensor(spec, fmt, table)
+    largest = max((per_layer.get(i, 0) for i in layers), default=0)
     ub = min(st.ubatch, max(1, st.context))
     acts = 4 * ub * spec.moe.n_experts_used * (2 * spec.moe.expert_ffn + spec.hidden_size)
     return largest + acts if largest else 0
+
+
+_LARGEST_EXPERT: dict[tuple, dict[int, int]] = {}
+
+
+def _largest_expert_tensor(spec: ModelSpec, fmt, table) -> dict[int, int]:
+    """Bytes of each block's largest routed-expert tensor at this format; computed once per
+    (model, format, table), since every offload candidate of a plan asks again."""
+    key = (spec.cache_key, fmt.name, id(table))
+    if key not in _LARGEST_EXPERT:
+        if len(_LARGEST_EXPERT) >= 4096:  # a long-running server sees many models: stay bounded
+            _LARGEST_EXPERT.clear()
+        from .quant import tensor_types
+        from .tensors import inventory
+
+        types = tensor_types(spec, fmt)
+        out: dict[int, int] = {}
+        for t in inventory(spec):
+            if t.expert and t.layer is not None and len(t.shape) >= 2 and t.name in types:
+                ty = table.ggml_types.get(types[t.name])
+                if ty is not None:
+                    out[t.layer] = max(out.get(t.layer, 0), (t.n // t.shape[0]) * ty.row_bytes(t.shape[0]))
+        _LARGEST_EXPERT[key] = out
+    return _LARGEST_EXPERT[key]
 
 
 def llama_cpp_output_bytes(spec: ModelSpec, st: RunSettings) -> int:

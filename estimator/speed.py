@@ -20,6 +20,8 @@ scripts/speed_accuracy.py reports leave-one-source-out error).
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import re
 
 from fitprobe.estimator.fields import doc, record
@@ -188,8 +190,11 @@ def apple_chip(device: Device) -> str | None:
     return None
 
 
+@lru_cache(maxsize=256)
 def matmul_params(spec: ModelSpec) -> tuple[float, float]:
-    """(active, all) parameters in matrix multiplies per token: the input embedding is a lookup."""
+    """(active, all) parameters in matrix multiplies per token: the input embedding is a lookup.
+    Memoized per spec (specs are immutable and hash by their content): every plan, offload
+    candidate and ranked row asks it again."""
     from .tensors import inventory
 
     used = spec.moe.n_experts_used / spec.moe.n_experts if spec.moe else 1.0
