@@ -77,7 +77,7 @@ def _open(path: Path):
 
     try:
         return gguf.GGUFReader(path)
-    except (ValueError, OSError, IndexError, KeyError) as e:
+    except Exception as e:  # noqa: BLE001 - a third-party parser on untrusted bytes: any failure means "not GGUF"
         raise GgufFileError(f"{path} is not a readable GGUF file ({type(e).__name__}: {str(e)[:120]})") from None
 
 
@@ -92,11 +92,20 @@ def _value(field) -> Any:
 
 def read_gguf(path: str | Path) -> GgufInfo:
     """GgufInfo for a local .gguf (first split part or any single file)."""
-    import gguf
-
     p = Path(path).expanduser()
     if not p.is_file():
         raise GgufFileError(f"no such GGUF file: {p}")
+    try:
+        return _read(p)
+    except GgufFileError:
+        raise
+    except Exception as e:  # noqa: BLE001 - values of unexpected types deep in a hostile header
+        raise GgufFileError(f"{p} has a malformed GGUF header ({type(e).__name__}: {str(e)[:120]})") from None
+
+
+def _read(p: Path) -> GgufInfo:
+    import gguf
+
     parts = _parts(p)
     first = _open(parts[0])
     fields = first.fields
@@ -104,6 +113,8 @@ def read_gguf(path: str | Path) -> GgufInfo:
     if arch_field is None:
         raise GgufFileError(f"{p.name} has no general.architecture: not a model GGUF")
     arch = arch_field.contents()
+    if not isinstance(arch, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", arch):
+        raise GgufFileError(f"{p}: GGUF key general.architecture must be a short name string, got {str(arch)[:40]!r}")
     meta: dict[str, Any] = {}
     for key, field in fields.items():
         if key.startswith(arch + "."):
@@ -132,9 +143,10 @@ def read_gguf(path: str | Path) -> GgufInfo:
                     n_bytes=int(t.n_bytes),
                 )
             )
+    name = name.contents() if name is not None else None
     return GgufInfo(
         path=str(p), files=[str(x) for x in parts], architecture=arch,
-        name=name.contents() if name is not None else None, file_type=file_type,
+        name=name if isinstance(name, str) else None, file_type=file_type,
         metadata=meta, vocab_size=vocab, tensors=tensors,
     )
 
@@ -151,6 +163,39 @@ def _scalar(v: Any) -> Any:
     return v
 
 
+# The `<arch>.` keys gguf_to_config reads as sizes: unsigned integers, or per-layer arrays of them.
+_INT_KEYS = (
+    "block_count", "embedding_length", "attention.head_count", "attention.head_count_kv", "attention.key_length",
+    "attention.value_length", "feed_forward_length", "expert_feed_forward_length", "vocab_size", "context_length",
+    "attention.sliding_window", "attention.sliding_window_pattern", "expert_count", "expert_used_count",
+    "expert_shared_count", "leading_dense_block_count", "attention.kv_lora_rank", "attention.q_lora_rank",
+    "rope.dimension_count", "attention.key_length_mla", "attention.value_length_mla", "expert_gating_func",
+    "ssm.conv_kernel", "ssm.state_size", "ssm.inner_size", "ssm.time_step_rank", "ssm.group_count",
+)
+
+
+def check_metadata(info: GgufInfo) -> None:
+    """GgufFileError naming the key when a size key holds a string, a float, a bool or a negative
+    number, or a block count no model has (2^32-1 would be sized as four billion layers)."""
+    from fitprobe.estimator.config import MAX_LAYERS
+
+    def ok(x: Any) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+    for key in _INT_KEYS:
+        value = info.metadata.get(key)
+        if value is None:
+            continue
+        if not (ok(value) or (isinstance(value, list) and value and all(ok(x) for x in value))):
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            raise GgufFileError(f"{info.path}: GGUF key {info.architecture}.{key} must be a non-negative integer "
+                                f"(or a per-layer array of them), got {shown}")
+    blocks = info.metadata.get("block_count")
+    if isinstance(blocks, int) and not 0 < blocks <= MAX_LAYERS:
+        raise GgufFileError(f"{info.path}: GGUF key {info.architecture}.block_count is {blocks:,}: "
+                            f"not a model's layer count (1 to {MAX_LAYERS:,})")
+
+
 def gguf_to_config(info: GgufInfo) -> dict[str, Any]:
     """Hugging Face style config dict from GGUF metadata, enough to size weights and KV.
 
@@ -159,6 +204,7 @@ def gguf_to_config(info: GgufInfo) -> dict[str, Any]:
     returned config follows the HF convention (num_key_value_heads = attention heads,
     kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim) so MLA is recognised.
     """
+    check_metadata(info)
     m = info.metadata
     arch = info.architecture
     cfg: dict[str, Any] = {"model_type": _MODEL_TYPE.get(arch, arch), "gguf_architecture": arch}

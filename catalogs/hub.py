@@ -5,6 +5,12 @@ Endpoint, cache folder and offline mode are read from the environment at call ti
 passed explicitly, because `huggingface_hub.constants` freezes them at import time.
 Nothing here downloads weights: sizes come from the model-info answer, the tree listing
 and safetensors header range reads.
+
+A lookup has one total deadline (`Lookup.timeout`, 15 s by default): the requests run in daemon
+threads (config.json beside the model info, then the other small files and the safetensors headers
+all at once), and whatever has not answered when the deadline passes is abandoned, so the client's
+own retries (up to ~90 s on a slow server) and a body trickled byte by byte cannot hold the answer.
+The client's log lines stay off the screen unless `Lookup.verbose`.
 """
 
 from __future__ import annotations
@@ -12,16 +18,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from fitprobe.estimator.fields import doc, record
+
+from fitprobe import errors
+from fitprobe.deadline import DEFAULT_LOOKUP_TIMEOUT_S, Deadline, DeadlinePassed, Job, Lookup, run_within  # noqa: F401
 
 from .hub_files import GgufQuantFile, group_gguf_files
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
-DEFAULT_TIMEOUT = 10.0
+DEFAULT_TIMEOUT = DEFAULT_LOOKUP_TIMEOUT_S
 
 # Side files that carry the quantization config when config.json does not; the quant_method
 # each implies is the one vLLM reads them as (GPTQ: quantize_config.json, AWQ: quant_config.json,
@@ -36,8 +46,10 @@ _QUANT_SIDE_FILES = {
 # ---------------------------------------------------------------- errors
 
 
-class HubError(Exception):
+class HubError(errors.FitprobeError):
     """Base of every Hub failure; the message is one line and never holds a token."""
+
+    kind = errors.MODEL_NOT_FOUND
 
     def __init__(self, message: str, repo_id: str | None = None, token: str | None = None):
         if token:
@@ -59,18 +71,112 @@ class HubNotFound(HubError):
 
 
 class HubMalformedFile(HubError):
-    """A JSON file from the repo (config.json, params.json...) does not parse."""
+    """A file from the repo (config.json, params.json, a safetensors header...) does not parse."""
+
+    kind = errors.MODEL_UNREADABLE
+
+
+class HubFileMissing(HubError):
+    """The repo lists a file the Hub then does not serve (404 on the file alone)."""
+
+    kind = errors.MODEL_UNREADABLE
+
+
+class HubSetupError(HubError):
+    """This machine's Hub setup is wrong: HF_ENDPOINT, the token, or a cache folder that cannot be written."""
+
+    kind = errors.USAGE
 
 
 class HubUnavailable(HubError):
-    """No Hub (offline, no network, Hub error) and nothing usable in the cache.
+    """No Hub (offline, no network, server error, unreadable answer) and nothing usable in the cache.
 
-    The caller falls back to the bundled catalog and says so.
+    The caller falls back to the bundled catalog and says so; without one it is 'retry later'.
     """
+
+    kind = errors.RETRY_LATER
 
 
 class HubTimeout(HubUnavailable):
-    """The Hub did not answer within the timeout."""
+    """The Hub did not answer within the lookup's deadline."""
+
+
+# ---------------------------------------------------------------- the shared client
+
+
+MAX_ATTEMPTS = 2  # per request of a lookup: one retry, never the client's five with back-off
+_counter_lock = threading.Lock()
+_lookup_of_thread = threading.local()  # the budget of the lookup this thread is working for
+
+
+class _Budget:
+    """One lookup's deadline, and the requests its threads sent (per URL, to refuse a third attempt)."""
+
+    def __init__(self, deadline: Deadline):
+        self.deadline, self.attempts = deadline, {}
+
+    @property
+    def requests(self) -> int:
+        return sum(self.attempts.values())
+
+
+def _in_lookup(budget: _Budget, fn):
+    """fn, run in a thread that works for this lookup: its requests obey the lookup's budget."""
+    def run():
+        _lookup_of_thread.budget = budget
+        try:
+            return fn()
+        finally:
+            _lookup_of_thread.budget = None
+    return run
+
+
+def _on_request(request) -> None:
+    """Request hook of the shared client: in a lookup's thread, count the request, and refuse one
+    past the deadline or a third attempt at the same URL (the client retries 5 times with
+    back-off, ~90 s, on a server that is down or slow). Raising here ends the client call at once."""
+    budget = getattr(_lookup_of_thread, "budget", None)
+    if budget is None:
+        return
+    with _counter_lock:
+        key = (request.method, str(request.url))
+        attempts = budget.attempts[key] = budget.attempts.get(key, 0) + 1
+    if budget.deadline.remaining() <= 0:
+        raise HubTimeout("the lookup's deadline passed")  # its caller has already reported the timeout
+    if attempts > MAX_ATTEMPTS:
+        raise HubUnavailable(f"{request.url.host} was asked for {request.url.path} {MAX_ATTEMPTS} times "
+                             f"without an answer (server down, or a retry or redirect loop)")
+
+
+def _prepare_client(verbose: bool) -> None:
+    """Count every request the shared client sends, and keep the library's logs, warnings and
+    progress bars off the user's screen unless verbose (they are retry notices and download bars)."""
+    import warnings
+
+    from huggingface_hub import get_session
+    from huggingface_hub.utils import disable_progress_bars, enable_progress_bars, logging
+
+    session = get_session()
+    hooks = session.event_hooks
+    if _on_request not in hooks["request"]:
+        session.event_hooks = {**hooks, "request": [*hooks["request"], _on_request]}
+    logging.set_verbosity(logging.INFO if verbose else logging.CRITICAL + 1)
+    if verbose:
+        enable_progress_bars()
+    else:
+        disable_progress_bars()
+        warnings.filterwarnings("ignore", module="huggingface_hub")
+
+
+def clean_token(token: str | None) -> str | None:
+    """The token as huggingface_hub reads one (utils/_auth.py `_clean_token`): CR/LF removed,
+    spaces stripped, empty = none. A mounted secret often ends in a newline."""
+    if token is None:
+        return None
+    token = token.replace("\r", "").replace("\n", "").strip() or None
+    if token is not None and not token.isascii():
+        raise HubSetupError("the Hugging Face token holds non-ASCII characters: check HF_TOKEN or --token")
+    return token
 
 
 # ---------------------------------------------------------------- model references
@@ -146,7 +252,15 @@ class GgufRepoCandidate:
 
 
 def _endpoint() -> str:
-    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+    url = (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).strip().rstrip("/")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError as exc:
+        raise HubSetupError(f"HF_ENDPOINT '{url}' is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise HubSetupError(f"HF_ENDPOINT '{url}' is not an http(s) URL with a host")
+    return url
 
 
 def _truthy(name: str) -> bool:
@@ -173,28 +287,32 @@ def _cache_dir() -> Path:
 # ---------------------------------------------------------------- error translation
 
 
-def _translate(exc: BaseException, repo_id: str, revision: str | None, token: str | None) -> HubError | None:
-    """Map a huggingface_hub / HTTP-client exception to one of ours (None: not a Hub failure)."""
-    from huggingface_hub import errors
+def _translate(exc: BaseException, repo_id: str, revision: str | None, token: str | None) -> HubError:
+    """Map a huggingface_hub / HTTP-client / filesystem exception to one of ours, named for what it is."""
+    from huggingface_hub import errors as hf_errors
 
     page = f"{_endpoint()}/{repo_id}"
     how = "pass a token with HF_TOKEN=... or --token"
-    if isinstance(exc, errors.GatedRepoError):
+    if isinstance(exc, hf_errors.GatedRepoError):
         if token:
             msg = f"{repo_id} is gated and this token has no access: accept its licence at {page} with the token's account"
         else:
             msg = f"{repo_id} is gated: accept its licence at {page}, then {how}"
         return HubAuthError(msg, repo_id, token)
-    if isinstance(exc, errors.RevisionNotFoundError):
+    if isinstance(exc, hf_errors.RevisionNotFoundError):
         return HubNotFound(f"revision '{revision}' not found in {repo_id}", repo_id, token)
-    if isinstance(exc, errors.RepositoryNotFoundError):
+    if isinstance(exc, hf_errors.RepositoryNotFoundError):
         hint = "" if token else f" (if it is private or gated, {how})"
         return HubNotFound(f"model repo {repo_id} not found on {_endpoint()}{hint}", repo_id, token)
-    if isinstance(exc, errors.OfflineModeIsEnabled):
+    if isinstance(exc, hf_errors.OfflineModeIsEnabled):
         return HubUnavailable(f"offline mode (HF_HUB_OFFLINE) and {repo_id} is not in the cache", repo_id, token)
-    if isinstance(exc, errors.LocalEntryNotFoundError):
+    if isinstance(exc, hf_errors.LocalEntryNotFoundError):
         return HubUnavailable(f"cannot reach {_endpoint()} and {repo_id} is not in the cache", repo_id, token)
-    if isinstance(exc, errors.HfHubHTTPError) and exc.response is not None:
+    if isinstance(exc, hf_errors.EntryNotFoundError):
+        return HubFileMissing(f"{repo_id} lists a file the Hub does not serve (404): {_short(exc)}", repo_id, token)
+    if isinstance(exc, hf_errors.SafetensorsParsingError):
+        return HubMalformedFile(f"a safetensors header in {repo_id} is corrupt: {_short(exc)}", repo_id, token)
+    if isinstance(exc, hf_errors.HfHubHTTPError) and exc.response is not None:
         status = exc.response.status_code
         if status == 401:
             msg = f"the Hub rejected the token for {repo_id} (401): check HF_TOKEN or --token" if token else (
@@ -206,45 +324,58 @@ def _translate(exc: BaseException, repo_id: str, revision: str | None, token: st
                 repo_id, token)
         if status == 404:
             return HubNotFound(f"model repo {repo_id} not found on {_endpoint()}", repo_id, token)
-        return HubUnavailable(f"the Hub answered HTTP {status} for {repo_id}", repo_id, token)
-    if isinstance(exc, errors.FileMetadataError):
+        kind = "server error" if status >= 500 else "rate limited" if status == 429 else "refused the request"
+        return HubUnavailable(f"the Hub answered HTTP {status} ({kind}) for {repo_id}", repo_id, token)
+    if isinstance(exc, hf_errors.FileMetadataError):
         return HubUnavailable(f"{_endpoint()} does not answer like a Hugging Face Hub (check HF_ENDPOINT)", repo_id, token)
+    if isinstance(exc, OSError) and exc.filename is not None:  # the cache, not the network
+        return HubSetupError(f"cannot write the Hugging Face cache at {exc.filename}: {exc.strerror} "
+                             f"(set HF_HOME or HF_HUB_CACHE to a writable folder)", repo_id, token)
     # HTTP-client errors are matched by class name: huggingface_hub 2.x raises httpx2's, older ones httpx/requests.
     names = {c.__name__ for c in type(exc).__mro__}
     if isinstance(exc, TimeoutError) or any("Timeout" in n for n in names):
         return HubTimeout(f"the Hub at {_endpoint()} did not answer in time for {repo_id}", repo_id, token)
+    if "TooManyRedirects" in names:
+        return HubUnavailable(f"{_endpoint()} redirects in a loop for {repo_id} (check HF_ENDPOINT)", repo_id, token)
+    if "DecodingError" in names:
+        return HubUnavailable(f"{_endpoint()} sent a body it declared in an encoding it did not use, for {repo_id}",
+                              repo_id, token)
+    if names & {"InvalidURL", "UnsupportedProtocol"}:
+        return HubSetupError(f"HF_ENDPOINT '{_endpoint()}' cannot be used: {_short(exc)}", repo_id, token)
     if isinstance(exc, OSError) or names & {"TransportError", "NetworkError", "ConnectError", "ConnectionError",
                                             "RemoteProtocolError", "ProtocolError"}:
         return HubUnavailable(f"cannot reach {_endpoint()} for {repo_id} (no network?)", repo_id, token)
-    if isinstance(exc, json.JSONDecodeError):
-        return HubUnavailable(f"{_endpoint()} answered non-JSON for {repo_id} (check HF_ENDPOINT)", repo_id, token)
-    return None
+    # Anything else came from reading the answer (non-JSON, `{}`, a list where an object belongs):
+    # the server at HF_ENDPOINT does not talk like the Hub right now.
+    return HubUnavailable(f"{_endpoint()} answered something that is not a Hub answer for {repo_id} "
+                          f"({type(exc).__name__}: {_short(exc)})", repo_id, token)
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:160]
 
 
 def _call(fn, repo_id: str, revision: str | None, token: str | None):
+    """Call the Hub client; every failure comes out as a HubError."""
     try:
         return fn()
     except HubError:
         raise
-    except Exception as exc:  # noqa: BLE001 - translated or re-raised below
-        ours = _translate(exc, repo_id, revision, token)
-        if ours is None:
-            raise
-        raise ours from None
+    except Exception as exc:  # noqa: BLE001 - translated below
+        raise _translate(exc, repo_id, revision, token) from None
 
 
 def _load_json(path: str | Path, repo_id: str, filename: str) -> dict:
+    from fitprobe.estimator.config import MAX_CONFIG_BYTES, SpecError, parse_config_bytes
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise HubMalformedFile(
-            f"{filename} in {repo_id} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})", repo_id
-        ) from None
-    except UnicodeDecodeError:
-        raise HubMalformedFile(f"{filename} in {repo_id} is not UTF-8 text", repo_id) from None
-    if not isinstance(data, dict):
-        raise HubMalformedFile(f"{filename} in {repo_id} is JSON but not an object", repo_id)
-    return data
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+        return parse_config_bytes(raw, f"{filename} of {repo_id}")
+    except SpecError as exc:
+        raise HubMalformedFile(str(exc), repo_id) from None
+    except OSError as exc:
+        raise HubSetupError(f"cannot read {filename} of {repo_id} from the cache: {exc.strerror}", repo_id) from None
 
 
 def _quant_config(config: dict | None) -> dict | None:
@@ -281,51 +412,92 @@ def _apply_files(model: HubModel, files: dict[str, Path | str], repo_id: str) ->
 # ---------------------------------------------------------------- fetch
 
 
-def fetch_model(ref: ModelRef | str, token: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> HubModel:
+def fetch_model(ref: ModelRef | str, token: str | None = None, lookup: Lookup | None = None, *,
+                timeout: float | None = None) -> HubModel:
     """Everything sizing needs about a Hub model, without downloading weights.
 
     Online: model info (with file sizes), config files through the hub cache, safetensors
-    parameter counts. Offline or unreachable: the cached snapshot (source "cache"), else
-    HubUnavailable. Auth, not-found and malformed-file errors are raised, never masked.
+    parameter counts, within the lookup's deadline. Offline or unreachable: the cached snapshot
+    (source "cache"), else HubUnavailable. Auth, not-found, malformed-file and setup errors are
+    raised, never masked.
     """
     if isinstance(ref, str):
         ref = parse_model_ref(ref)
+    lookup = lookup or Lookup(timeout=timeout or DEFAULT_TIMEOUT)
+    token = clean_token(token)
     if _offline():
         return _from_cache(ref, reason="offline mode (HF_HUB_OFFLINE)")
+    endpoint = _endpoint()
+    deadline = lookup.start()
+    _prepare_client(lookup.verbose)
+    budget = _Budget(deadline)
+    # the fallback is a snapshot cached before this lookup: a config.json this failed lookup fetched
+    # beside a model info that never came is not a sized model
+    cached_before = _snapshot_dir(ref) is not None
     try:
-        return _from_hub(ref, token, timeout)
-    except HubUnavailable as exc:
+        return run_within(deadline, _in_lookup(budget, lambda: _from_hub(ref, token, budget)), on_slow=lookup.on_slow,
+                          slow_after=max(0.0, lookup.slow_after - deadline.elapsed()))
+    except DeadlinePassed:
+        exc = HubTimeout(f"the Hub at {endpoint} did not answer within {lookup.timeout:g} s for {ref.repo_id} "
+                         f"(the lookup's deadline, --timeout)", ref.repo_id)
+        if not cached_before:
+            raise exc from None
         return _from_cache(ref, reason=str(exc), on_miss=exc)
+    except HubUnavailable as exc:
+        if not cached_before:
+            raise
+        return _from_cache(ref, reason=str(exc), on_miss=exc)
+    finally:
+        lookup.requests += budget.requests
 
 
-def _from_hub(ref: ModelRef, token: str | None, timeout: float) -> HubModel:
+def _from_hub(ref: ModelRef, token: str | None, budget: _Budget) -> HubModel:
+    """Model info and config.json at once, then the other small files and the safetensors headers
+    at once: two round trips whatever the repo holds."""
     from huggingface_hub import HfApi, hf_hub_download
 
-    endpoint, cache_dir = _endpoint(), str(_cache_dir())
+    deadline = budget.deadline
+
+    def start(fn) -> Job:
+        return Job(_in_lookup(budget, fn))
+
+    endpoint, cache_dir = _endpoint(), _writable_cache()
     api = HfApi(endpoint=endpoint, token=token, library_name="fitprobe")
     repo, rev = ref.repo_id, ref.revision
-    info = _call(lambda: api.model_info(repo, revision=rev, files_metadata=True, timeout=timeout), repo, rev, token)
 
+    def wait() -> float:  # per-request timeout: what is left of the lookup
+        return max(0.1, deadline.remaining())
+
+    def get(filename: str, repo_id: str = repo) -> str:
+        return _call(lambda: hf_hub_download(repo_id, filename, revision=rev, cache_dir=cache_dir, endpoint=endpoint,
+                                             token=token, etag_timeout=wait(), library_name="fitprobe"),
+                     repo_id, rev, token)
+
+    config_job = start(lambda: get("config.json"))  # nearly every repo has one: fetch it beside the info
+    info = _call(lambda: api.model_info(repo, revision=rev, files_metadata=True, timeout=wait()), repo, rev, token)
     model = HubModel(repo_id=info.id or repo, revision=rev or "main", sha=info.sha, gated=bool(info.gated),
                      base_models=base_models_from_tags(info.tags or []))
     if info.id and info.id.lower() != repo.lower():
         model.notes.append(f"{repo} was renamed to {info.id}")
         repo = info.id
     sizes = {s.rfilename: (s.lfs.size if s.lfs else s.size) for s in (info.siblings or [])}
+    _check_counts(sizes, "file size", repo)
     if any(n.endswith(".gguf") and sizes[n] is None for n in sizes):
         sizes = _tree_sizes(api, repo, info.sha or rev, token)
 
-    def get(filename: str) -> str:
-        return _call(
-            lambda: hf_hub_download(
-                repo, filename, revision=rev, cache_dir=cache_dir, endpoint=endpoint, token=token,
-                etag_timeout=timeout, library_name="fitprobe",
-            ),
-            repo, rev, token,
-        )
-
-    wanted = ["config.json", "params.json", *([n for n in _QUANT_SIDE_FILES if n in sizes])]
-    _apply_files(model, {n: get(n) for n in wanted if n in sizes}, repo)
+    jobs: dict[str, Job] = {}
+    for name in ("params.json", "model.safetensors.index.json", *_QUANT_SIDE_FILES):
+        if name in sizes:
+            jobs[name] = start(lambda n=name: get(n, repo))
+    shards = _safetensors_shards(sizes) if not (info.safetensors and info.safetensors.parameters) else []
+    headers = {shard: start(lambda s=shard: _call(lambda: api.parse_safetensors_file_metadata(
+        repo, s, revision=info.sha or rev, timeout=wait()), repo, rev, token)) for shard in shards}
+    files = {}
+    if "config.json" in sizes:
+        files["config.json"] = _result(config_job, deadline)
+    for name, job in jobs.items():
+        files[name] = _result(job, deadline)
+    _apply_files(model, {n: p for n, p in files.items() if n != "model.safetensors.index.json"}, repo)
     if model.config is None and model.params_json is None and not any(n.endswith(".gguf") for n in sizes):
         model.notes.append("repo has no config.json, params.json or GGUF file")
 
@@ -337,11 +509,63 @@ def _from_hub(ref: ModelRef, token: str | None, timeout: float) -> HubModel:
             model.notes.append(f"GGUF {g.quant}: only {len(g.filenames)} of {g.parts_expected} split parts listed")
 
     if info.safetensors and info.safetensors.parameters:
+        _check_counts(info.safetensors.parameters, "parameter count", repo)
         model.safetensors_params = {k: int(v) for k, v in info.safetensors.parameters.items()}
         model.safetensors_source = "model-info"
-    elif any(n.endswith(".safetensors") for n in sizes):
-        _safetensors_from_headers(api, model, repo, sizes, get, token, timeout)
+    elif shards:
+        if "model.safetensors.index.json" in files:  # the index names the shards that hold weights
+            index = _load_json(files["model.safetensors.index.json"], repo, "model.safetensors.index.json")
+            weight_map = index.get("weight_map") or {}
+            wanted = set(weight_map.values()) if isinstance(weight_map, dict) else set(shards)
+            headers = {s: j for s, j in headers.items() if s in wanted}
+        totals: dict[str, int] = {}
+        for shard, job in headers.items():
+            counts = _result(job, deadline).parameter_count
+            _check_counts(counts, f"parameter count in {shard}", repo)
+            for dtype, count in counts.items():
+                totals[dtype] = totals.get(dtype, 0) + int(count)
+        if totals:
+            model.safetensors_params, model.safetensors_source = totals, "headers"
+            model.notes.append(f"parameter counts read from {len(headers)} safetensors header(s)")
     return model
+
+
+_MAX_COUNT = 10**15  # bytes or parameters: a quadrillion is beyond any model file or checkpoint
+
+
+def _check_counts(values: dict, what: str, repo: str) -> None:
+    """Sizes and parameter counts from the Hub are sized from: non-negative integers below 10^15."""
+    for name, value in values.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX_COUNT):
+            raise HubUnavailable(f"{_endpoint()} answered an impossible {what} for {name} in {repo}: {str(value)[:30]}",
+                                 repo)
+
+
+def _result(job: Job, deadline: Deadline):
+    """A parallel request's answer; past the deadline the whole lookup is abandoned by its caller."""
+    return job.result(deadline.remaining() + 1.0)
+
+
+def _safetensors_shards(sizes: dict) -> list[str]:
+    """Top-level safetensors files (an index, when present, later narrows them to its weight map)."""
+    if "model.safetensors" in sizes and "model.safetensors.index.json" not in sizes:
+        return ["model.safetensors"]
+    return sorted(n for n in sizes if n.endswith(".safetensors") and "/" not in n)
+
+
+def _writable_cache() -> str:
+    """The hub cache folder, created if needed; HubSetupError when it cannot be written."""
+    cache = _cache_dir()
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        writable = os.access(cache, os.W_OK | os.X_OK)
+    except OSError as exc:
+        raise HubSetupError(f"cannot create the Hugging Face cache at {cache}: {exc.strerror} "
+                            f"(set HF_HOME or HF_HUB_CACHE to a writable folder)") from None
+    if not writable:
+        raise HubSetupError(f"the Hugging Face cache at {cache} is not writable "
+                            f"(set HF_HOME or HF_HUB_CACHE to a writable folder)")
+    return str(cache)
 
 
 def base_models_from_tags(tags: list[str]) -> list[str]:
@@ -362,44 +586,33 @@ def _tree_sizes(api, repo: str, revision: str | None, token: str | None) -> dict
             for e in entries if hasattr(e, "size")}
 
 
-def _safetensors_from_headers(api, model: HubModel, repo: str, sizes: dict, get, token, timeout) -> None:
-    """Parameter counts per dtype from safetensors headers (HTTP range reads only)."""
-    if "model.safetensors.index.json" in sizes:
-        index = _load_json(get("model.safetensors.index.json"), repo, "model.safetensors.index.json")
-        shards = sorted(set((index.get("weight_map") or {}).values()))
-    elif "model.safetensors" in sizes:
-        shards = ["model.safetensors"]
-    else:
-        shards = sorted(n for n in sizes if n.endswith(".safetensors") and "/" not in n)
-    totals: dict[str, int] = {}
-    for shard in shards:
-        meta = _call(
-            lambda s=shard: api.parse_safetensors_file_metadata(repo, s, revision=model.sha, timeout=timeout),
-            repo, model.revision, token,
-        )
-        for dtype, count in meta.parameter_count.items():
-            totals[dtype] = totals.get(dtype, 0) + int(count)
-    if totals:
-        model.safetensors_params, model.safetensors_source = totals, "headers"
-        model.notes.append(f"parameter counts read from {len(shards)} safetensors header(s)")
-
-
 # ---------------------------------------------------------------- cache
 
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
-def _from_cache(ref: ModelRef, reason: str, on_miss: HubUnavailable | None = None) -> HubModel:
-    """The cached snapshot of the repo at the requested revision, or HubUnavailable."""
+def _snapshot_dir(ref: ModelRef) -> Path | None:
+    """The cached snapshot folder of the repo at the requested revision, if there is one."""
     rev = ref.revision or "main"
     storage = _cache_dir() / ("models--" + ref.repo_id.replace("/", "--"))
     sha = rev if _SHA.match(rev) else None
     ref_file = storage / "refs" / rev
-    if sha is None and ref_file.is_file():
-        sha = ref_file.read_text().strip()
-    snapshot = storage / "snapshots" / sha if sha else None
-    if snapshot is None or not snapshot.is_dir():
+    try:
+        if sha is None and ref_file.is_file():
+            sha = ref_file.read_text().strip()
+        snapshot = storage / "snapshots" / sha if sha else None
+        return snapshot if snapshot is not None and snapshot.is_dir() else None
+    except OSError:
+        return None
+
+
+def _from_cache(ref: ModelRef, reason: str, on_miss: HubUnavailable | None = None) -> HubModel:
+    """The cached snapshot of the repo at the requested revision, or HubUnavailable."""
+    rev = ref.revision or "main"
+    snapshot = _snapshot_dir(ref)
+    sha = snapshot.name if snapshot is not None else None
+    if snapshot is None:
         if on_miss is not None:
             raise on_miss
         raise HubUnavailable(f"{reason} and {ref.repo_id}@{rev} is not in the cache at {_cache_dir()}", ref.repo_id)
@@ -423,17 +636,28 @@ def _from_cache(ref: ModelRef, reason: str, on_miss: HubUnavailable | None = Non
 
 
 def find_gguf_repos(
-    base_repo_id: str, token: str | None = None, limit: int = 20
+    base_repo_id: str, token: str | None = None, limit: int = 20, lookup: Lookup | None = None
 ) -> list[GgufRepoCandidate]:
     """GGUF quant repos for a base model: tagged `base_model:quantized:<id>`, else a name search."""
     from huggingface_hub import HfApi
 
     if _offline():
         raise HubUnavailable(f"offline mode (HF_HUB_OFFLINE): cannot search GGUF repos for {base_repo_id}")
+    lookup = lookup or Lookup()
+    token, deadline = clean_token(token), lookup.start()
+    _prepare_client(lookup.verbose)
     api = HfApi(endpoint=_endpoint(), token=token, library_name="fitprobe")
 
     def search(**kw) -> list:
-        return _call(lambda: list(api.list_models(sort="downloads", limit=limit, **kw)), base_repo_id, None, token)
+        budget = _Budget(deadline)
+        try:
+            return run_within(deadline, _in_lookup(budget, lambda: _call(
+                lambda: list(api.list_models(sort="downloads", limit=limit, **kw)), base_repo_id, None, token)))
+        except DeadlinePassed:
+            raise HubTimeout(f"the Hub search for GGUF repos of {base_repo_id} did not answer within "
+                             f"{lookup.timeout:g} s (--timeout)", base_repo_id) from None
+        finally:
+            lookup.requests += budget.requests
 
     tagged = search(filter=["gguf", f"base_model:quantized:{base_repo_id}"])
     if tagged:

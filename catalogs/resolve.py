@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fitprobe.estimator.config import SpecError, documented_yarn, spec_from_config
+from fitprobe.errors import MODEL_UNREADABLE, RETRY_LATER, ModelError, UsageError
+from fitprobe.estimator.config import MAX_CONFIG_BYTES, SpecError, documented_yarn, parse_config_bytes, spec_from_config
 from fitprobe.estimator.fields import replace
 from fitprobe.estimator.quant import QuantFormat, WeightBytes, weight_bytes
 from fitprobe.estimator.spec import ModelSpec
@@ -17,8 +18,8 @@ from .models import ModelEntry, find_model, find_ollama_tag, suggest_models
 from .quants import find_quant, quant_table
 
 
-class ResolveError(ValueError):
-    """The model cannot be resolved (exit code 3)."""
+class ResolveError(ModelError):
+    """The model cannot be resolved: its kind says why (not found, unreadable, retry later)."""
 
 
 @dataclass
@@ -33,11 +34,14 @@ class ResolvedModel:
     extra_formats: list[QuantFormat] = field(default_factory=list)  # e.g. a local GGUF's own file type
 
 
-def _spec(config: dict, name: str, hf_id: str | None) -> ModelSpec:
+def _spec(config: dict, name: str, hf_id: str | None, where: str = "config.json") -> ModelSpec:
     try:
-        return spec_from_config(config, name=name, hf_id=hf_id)
+        return spec_from_config(config, name=name, hf_id=hf_id, where=where)
     except SpecError as exc:
-        raise ResolveError(f"{name}: {exc}") from exc
+        raise ResolveError(f"{name}: {exc}", MODEL_UNREADABLE) from exc
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ArithmeticError) as exc:
+        # validate_config should have named the field; say which file it was rather than crash
+        raise ResolveError(f"{where} cannot be sized ({type(exc).__name__}: {exc})", MODEL_UNREADABLE) from exc
 
 
 def _default_notes(spec: ModelSpec) -> list[str]:
@@ -48,14 +52,14 @@ def _default_notes(spec: ModelSpec) -> list[str]:
 
 def _read_config(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ResolveError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise ResolveError(f"cannot read {path}: {exc.strerror}") from exc
-    if not isinstance(data, dict):
-        raise ResolveError(f"{path} does not hold a JSON object")
-    return data
+        raise ResolveError(f"cannot read {path}: {exc.strerror}", MODEL_UNREADABLE) from exc
+    try:
+        return parse_config_bytes(raw, str(path))
+    except SpecError as exc:
+        raise ResolveError(str(exc), MODEL_UNREADABLE) from exc
 
 
 def scaled(w: WeightBytes, total: int) -> WeightBytes:
@@ -73,11 +77,21 @@ def text_weights_from_checkpoint(spec: ModelSpec, fmt: QuantFormat, checkpoint_b
     return scaled(w, max(1, checkpoint_bytes - w.vision - w.mtp))
 
 
-def resolve(text: str, *, token: str | None = None, revision: str | None = None) -> ResolvedModel:
-    """Resolve MODEL; raises ResolveError with a one-line message (and close-name suggestions)."""
+def resolve(text: str, *, token: str | None = None, revision: str | None = None, lookup=None) -> ResolvedModel:
+    """Resolve MODEL; raises ResolveError with a one-line message (and close-name suggestions).
+    `lookup` (catalogs.hub.Lookup) bounds and counts the Hub requests an org/name id makes."""
     raw = text.strip()
     if not raw:
         raise ResolveError("empty model name")
+    if len(raw) > 4096 or "\0" in raw:
+        raise ResolveError(f"'{raw[:60]}...' is not a model name, path or Hub id")
+    try:
+        return _resolve(raw, token=token, revision=revision, lookup=lookup)
+    except OSError as exc:  # a path the OS refuses to look at (ENAMETOOLONG, ELOOP, EACCES on a parent)
+        raise ResolveError(f"cannot look at '{raw[:80]}': {exc.strerror}") from None
+
+
+def _resolve(raw: str, *, token: str | None, revision: str | None, lookup) -> ResolvedModel:
     path = Path(os.path.expanduser(raw))
     if path.suffix.lower() == ".gguf" or (path.exists() and path.is_file() and path.suffix.lower() == ".gguf"):
         return _from_gguf(path)
@@ -85,21 +99,25 @@ def resolve(text: str, *, token: str | None = None, revision: str | None = None)
         cfg = path / "config.json"
         if not cfg.exists():
             raise ResolveError(f"{path} has no config.json")
-        return ResolvedModel(spec=_spec(_read_config(cfg), path.name, None), source=f"local {cfg}")
+        return ResolvedModel(spec=_spec(_read_config(cfg), path.name, None, str(cfg)), source=f"local {cfg}")
     if path.suffix.lower() == ".json":
         if not path.exists():
             raise ResolveError(f"{path} does not exist")
-        return ResolvedModel(spec=_spec(_read_config(path), path.parent.name or path.stem, None), source=f"local {path}")
+        return ResolvedModel(spec=_spec(_read_config(path), path.parent.name or path.stem, None, str(path)),
+                             source=f"local {path}")
     tagged = find_ollama_tag(raw) if ":" in raw and "/" not in raw else None
     if tagged is not None:
         return _from_entry(tagged[0], tagged[1], source="bundled catalog (Ollama tag)")
     base, _, quant = raw.partition(":")
     entry = find_model(base.split("@")[0])
-    if entry is not None and "/" not in base and revision is None:
+    if entry is not None and "/" not in base:
+        if revision is not None or "@" in base:
+            raise UsageError(f"--revision/@ applies to Hugging Face ids: '{entry.name}' is a bundled catalog name"
+                             + (f" (its Hub id is {entry.hf_id})" if entry.hf_id else ""))
         return _from_entry(entry, quant or None)  # a catalog name: offline by design
     # An org/name id asks the Hub first (exact sizes), then its cache, then the bundled snapshot.
     if re.fullmatch(r"[\w.-]+/[\w.-]+(@[^:\s]+)?(:[\w.-]+)?", raw) or raw.lower().startswith(("http://", "https://", "hf.co/", "huggingface.co/")):
-        return _from_hub(raw, token=token, revision=revision)
+        return _from_hub(raw, token=token, revision=revision, lookup=lookup)
     hint = suggest_models(raw)
     more = f"; did you mean: {', '.join(hint)}?" if hint else ""
     raise ResolveError(f"unknown model '{raw}' (not in the bundled catalog, not a file, not an org/name Hub id){more}"
@@ -116,7 +134,7 @@ def _from_entry(entry: ModelEntry, quant: str | None, *, source: str = "bundled 
                          notes=_default_notes(spec))
 
 
-def _from_hub(raw: str, *, token: str | None, revision: str | None) -> ResolvedModel:
+def _from_hub(raw: str, *, token: str | None, revision: str | None, lookup=None) -> ResolvedModel:
     from . import hub  # heavy: huggingface_hub is imported only for Hub lookups
 
     try:
@@ -125,26 +143,29 @@ def _from_hub(raw: str, *, token: str | None, revision: str | None) -> ResolvedM
         raise ResolveError(str(exc)) from exc
     if revision:
         ref = replace(ref, revision=revision)
+    lookup = lookup or hub.Lookup()
+    lookup.start()  # one deadline for every request of this resolution (base model, GGUF repos too)
     try:
-        model = hub.fetch_model(ref, token=token)
+        model = hub.fetch_model(ref, token=token, lookup=lookup)
         if model.config is None and model.params_json is None and model.gguf_files:
-            return _gguf_repo(model, ref.quant, token)
+            return _gguf_repo(model, ref.quant, token, lookup)
         resolved = _hub_model(model, ref.quant)
         if ref.quant and _fmt_name(ref.quant) not in resolved.known_weights and not model.gguf_files:
-            _attach_gguf_quant(resolved, model.repo_id, ref.quant, token)
+            _attach_gguf_quant(resolved, model.repo_id, ref.quant, token, lookup)
         return resolved
     except hub.HubUnavailable as exc:
         entry = find_model(ref.repo_id)
         if entry is None:
-            raise ResolveError(f"{exc} and '{ref.repo_id}' is not in the bundled catalog") from exc
+            raise ResolveError(f"{exc}, and '{ref.repo_id}' is not in the bundled catalog: retry later",
+                               RETRY_LATER) from exc
         resolved = _from_entry(entry, ref.quant, source="bundled catalog (Hub unreachable)")
         resolved.notes.append(f"Hub not reachable ({exc}); used the bundled snapshot of {entry.hf_id}")
         return resolved
     except hub.HubError as exc:
-        raise ResolveError(str(exc)) from exc
+        raise ResolveError(str(exc), exc.kind) from exc
 
 
-def _gguf_repo(model, quant: str | None, token: str | None) -> ResolvedModel:
+def _gguf_repo(model, quant: str | None, token: str | None, lookup) -> ResolvedModel:
     """A GGUF-only repo (unsloth/…-GGUF:Q4_K_M): the architecture comes from its base model's
     config.json (the Hub's base_model tag, else the bundled catalog by name); sizes are real."""
     from . import hub
@@ -152,7 +173,7 @@ def _gguf_repo(model, quant: str | None, token: str | None) -> ResolvedModel:
     base_entry = find_model(re.sub(r"[-_.]gguf$", "", model.repo_id.split("/")[-1], flags=re.I))
     resolved = None
     for base in model.base_models:
-        base_model = hub.fetch_model(base, token=token)
+        base_model = hub.fetch_model(base, token=token, lookup=lookup)
         if base_model.config or base_model.params_json:
             resolved = _hub_model(base_model, quant)
             resolved.notes.append(f"architecture from base model {base} (config.json)")
@@ -188,7 +209,7 @@ def _apply_gguf_sizes(resolved: ResolvedModel, model) -> None:
         resolved.gguf_repo = model.repo_id
 
 
-def _attach_gguf_quant(resolved: ResolvedModel, base_repo: str, quant: str, token: str | None) -> None:
+def _attach_gguf_quant(resolved: ResolvedModel, base_repo: str, quant: str, token: str | None, lookup) -> None:
     """A GGUF quant asked of a repo with no GGUF files: size it from the matching GGUF repo."""
     from . import hub
 
@@ -196,9 +217,9 @@ def _attach_gguf_quant(resolved: ResolvedModel, base_repo: str, quant: str, toke
     if fmt is None or fmt.kind != "gguf":
         return
     try:
-        candidates = hub.find_gguf_repos(base_repo, token=token, limit=10)
+        candidates = hub.find_gguf_repos(base_repo, token=token, limit=10, lookup=lookup)
         for cand in candidates:
-            listing = hub.fetch_model(cand.repo_id, token=token)
+            listing = hub.fetch_model(cand.repo_id, token=token, lookup=lookup)
             if any(_fmt_name(g.quant) == fmt.name for g in listing.gguf_files):
                 _apply_gguf_sizes(resolved, listing)
                 resolved.notes.append(f"{quant} size from {cand.repo_id} (GGUF repo of {base_repo})")
@@ -215,7 +236,8 @@ def _hub_model(model, quant: str | None) -> ResolvedModel:
         config = params_json_to_config(model.params_json)
     if config is None:
         raise ResolveError(f"{model.repo_id} has no config.json or params.json to size from")
-    spec = _spec(config, model.repo_id.split("/")[-1], model.repo_id)
+    where = f"{model.config_file or 'params.json'} of {model.repo_id}"
+    spec = _spec(config, model.repo_id.split("/")[-1], model.repo_id, where)
     resolved = ResolvedModel(spec=spec, source=source, requested_quant=quant,
                              notes=list(model.notes) + _default_notes(spec))
     if model.safetensors_params:
@@ -266,6 +288,8 @@ def params_json_to_config(p: dict) -> dict:
                "n_kv_heads": "num_key_value_heads", "head_dim": "head_dim", "hidden_dim": "intermediate_size",
                "vocab_size": "vocab_size", "sliding_window": "sliding_window"}
     cfg = {new: p[old] for old, new in mapping.items() if p.get(old) is not None}
+    if p.get("moe") is not None and not isinstance(p["moe"], dict):
+        raise ResolveError("params.json field moe must be an object", MODEL_UNREADABLE)
     cfg["model_type"] = "mixtral" if p.get("moe") else "mistral"
     cfg["max_position_embeddings"] = p.get("max_seq_len") or p.get("max_position_embeddings") or 32768
     if p.get("moe"):
@@ -284,8 +308,8 @@ def _from_gguf(path: Path) -> ResolvedModel:
         info = read_gguf(path)
         config = gguf_to_config(info)
     except GgufFileError as exc:
-        raise ResolveError(str(exc)) from exc
-    spec = _spec(config, path.stem, None)
+        raise ResolveError(str(exc), MODEL_UNREADABLE) from exc
+    spec = _spec(config, path.stem, None, f"{path} (GGUF metadata)")
     per_layer = [0] * spec.n_layers
     experts = [0] * spec.n_layers
     embd = output = 0

@@ -7,6 +7,7 @@ transformers configuration classes and llama.cpp's converters.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 from fitprobe.estimator.fields import replace
 
@@ -47,6 +48,207 @@ _FAMILY_DEFAULTS = {
     "gemma3_text": {"vocab_size": 262_208, "max_position_embeddings": 131_072, "sliding_window_pattern": 6,
                     "head_dim": 256, "num_attention_heads": 8, "num_key_value_heads": 4, "sliding_window": 4096},
 }
+
+
+# ---------------------------------------------------------------- boundary validation
+#
+# Every key the parser reads, with the type and range a real model can have. A config whose value
+# has another type, or a size no model has, fails here with the field named, before anything is
+# sized from it. Limits sit far above every published model (Llama 3.1 405B: 126 layers, hidden
+# 16384; Kimi K2: 384 experts; Gemma 3: 262K vocabulary) and far below what exhausts memory.
+MAX_LAYERS = 4096
+MAX_WIDTH = 1 << 22  # hidden / FFN / latent widths
+MAX_HEADS = 1 << 16
+MAX_VOCAB = 1 << 24
+MAX_POSITIONS = 1 << 30
+MAX_EXPERTS = 1 << 14
+MAX_CONFIG_BYTES = 32 << 20  # published config.json files are kilobytes
+
+
+class _Count:
+    """An integer in [low, high]; shape "list" wants a list of them (layer indexes), "either" one
+    or a non-empty list (per-layer values, of which the parser reads the first)."""
+
+    def __init__(self, low: int, high: int, *, shape: str = "int"):
+        self.low, self.high, self.shape = low, high, shape
+
+    def _fits(self, value: Any) -> bool:
+        return not isinstance(value, bool) and isinstance(value, int) and self.low <= value <= self.high
+
+    def check(self, value: Any) -> str | None:
+        if isinstance(value, list) and self.shape != "int":
+            if (value or self.shape == "list") and len(value) <= 4 * MAX_LAYERS and all(map(self._fits, value)):
+                return None
+        elif self.shape != "list" and self._fits(value):
+            return None
+        kind = "a positive integer" if self.low == 1 else "a non-negative integer" if self.low == 0 else "an integer"
+        one = f"{kind} of at most {self.high:,}"
+        if self.shape == "list":
+            return f"a list of integers in [{self.low}, {self.high:,}]"
+        return one + (" (or a non-empty list of them)" if self.shape == "either" else "")
+
+
+class _Type:
+    """A JSON value of one of `types` (bool is never a number); `items` checks a list's elements."""
+
+    def __init__(self, *types: type, items: type | None = None, what: str):
+        self.types, self.items, self.what = types, items, what
+
+    def check(self, value: Any) -> str | None:
+        if isinstance(value, bool) and bool not in self.types:
+            return self.what
+        if not isinstance(value, self.types):
+            return self.what
+        if self.items is not None and any(isinstance(v, bool) or not isinstance(v, self.items) for v in value):
+            return self.what
+        if isinstance(value, float) and value != value:  # NaN
+            return self.what
+        return None
+
+
+_LAYERS, _LAYERS0 = _Count(1, MAX_LAYERS), _Count(0, MAX_LAYERS)
+_WIDTH, _WIDTH0, _WIDTHS0 = _Count(1, MAX_WIDTH), _Count(0, MAX_WIDTH), _Count(0, MAX_WIDTH, shape="either")
+_HEADS = _Count(1, MAX_HEADS)
+_EXPERTS0, _EXPERTS1 = _Count(0, MAX_EXPERTS), _Count(1, MAX_EXPERTS, shape="either")
+_FLAG = _Type(bool, int, what="true or false")
+_TEXT = _Type(str, what="a string")
+_INDEXES = _Count(-1, MAX_LAYERS, shape="list")
+_LAYER_RANGE = _Count(-1, MAX_LAYERS, shape="either")
+_STRINGS = _Type(list, items=str, what="a list of strings")
+_NUMBER = _Type(int, float, what="a number")
+
+_FIELDS: dict[str, Any] = {
+    **dict.fromkeys(("model_type",), _TEXT),
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), _LAYERS),
+    **dict.fromkeys(("hidden_size", "n_embd", "d_model", "dim"), _WIDTH),
+    **dict.fromkeys(("num_attention_heads", "n_head", "n_heads", "num_key_value_heads", "num_kv_heads",
+                     "n_head_kv", "multi_query_group_num", "num_global_key_value_heads", "index_n_heads"), _HEADS),
+    **dict.fromkeys(("vocab_size", "padded_vocab_size"), _Count(1, MAX_VOCAB)),
+    **dict.fromkeys(("index_head_dim", "kv_lora_rank", "v_head_dim", "o_lora_rank", "hc_mult", "o_groups",
+                     "linear_num_value_heads", "linear_num_key_heads", "linear_key_head_dim",
+                     "linear_value_head_dim", "linear_conv_kernel_dim", "mamba_d_state", "mamba_d_conv",
+                     "mamba_expand", "mamba_dt_rank", "mamba_num_heads", "mamba_n_heads", "mamba_head_dim",
+                     "mamba_d_head", "ssm_state_size", "n_groups", "mamba_n_groups", "conv_kernel", "conv_L_cache",
+                     "block_multiple_of"), _WIDTH),
+    # 0 means "not set" in published configs (GLM-5.3-Flash head_dim: 0): the parser derives these then
+    **dict.fromkeys(("head_dim", "attention_head_dim", "head_size", "global_head_dim", "qk_rope_head_dim",
+                     "q_lora_rank", "qk_nope_head_dim", "moe_latent_size", "intermediate_size_mlp",
+                     "shared_expert_intermediate_size", "shared_intermediate_size",
+                     "moe_shared_expert_intermediate_size"), _WIDTH0),
+    **dict.fromkeys(("intermediate_size", "ffn_hidden_size", "n_inner", "moe_intermediate_size",
+                     "expert_intermediate_size"), _WIDTHS0),
+    **dict.fromkeys(("max_position_embeddings", "seq_length", "max_sequence_length", "n_positions",
+                     "sliding_window", "attention_chunk_size"), _Count(1, MAX_POSITIONS)),
+    **dict.fromkeys(("sliding_window_pattern", "_sliding_window_pattern", "full_attention_interval",
+                     "attn_layer_period", "expert_layer_period", "no_rope_layer_interval", "moe_layer_freq",
+                     "decoder_sparse_step", "interleave_moe_layer_step", "moe_layer_interval"), _LAYERS),
+    **dict.fromkeys(("attn_layer_offset", "expert_layer_offset", "max_window_layers", "first_k_dense_replace",
+                     "num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers"), _LAYERS0),
+    **dict.fromkeys(("moe_layer_start_index", "moe_layer_end_index"), _LAYER_RANGE),
+    **dict.fromkeys(("mlp_only_layers", "moe_layers", "full_attn_idxs", "no_rope_layers"), _INDEXES),
+    **dict.fromkeys(("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts", "n_experts"),
+                    _EXPERTS0),
+    **dict.fromkeys(("num_experts_per_tok", "experts_per_token", "moe_k", "moe_topk", "num_experts_per_token"),
+                    _EXPERTS1),
+    **dict.fromkeys(("n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "num_shared_expert"),
+                    _Count(0, MAX_EXPERTS, shape="either")),
+    "compress_ratios": _Count(0, MAX_POSITIONS, shape="list"),
+    "num_key_value_heads_per_layer": _Count(0, MAX_HEADS, shape="list"),
+    **dict.fromkeys(("layer_types", "layers_block_type", "mlp_layer_types"), _STRINGS),
+    **dict.fromkeys(("hybrid_override_pattern", "expert_dtype", "torch_dtype", "dtype"), _TEXT),
+    **dict.fromkeys(("tie_word_embeddings", "use_sliding_window", "attention_bias", "bias", "qkv_bias",
+                     "use_qk_norm", "qk_layernorm", "attention_k_eq_v", "block_auto_adjust_ff_dim"), _FLAG),
+    "block_ffn_dim_multiplier": _NUMBER,  # LFM2: 1.0 .. 1.5; bounded in validate_config
+}
+_VISION_FIELDS: dict[str, Any] = {
+    **dict.fromkeys(("num_hidden_layers", "depth", "n_layers", "num_layers", "vt_num_hidden_layers"), _LAYERS0),
+    **dict.fromkeys(("hidden_size", "embed_dim", "width", "d_model", "vt_hidden_size", "patch_size",
+                     "num_channels"), _WIDTH),
+    **dict.fromkeys(("intermediate_size", "mlp_dim", "vt_intermediate_size"), _WIDTH0),
+}
+_QUANT_FIELDS: dict[str, Any] = {
+    **dict.fromkeys(("bits", "w_bit", "num_bits"), _Type(int, float, what="a number of bits")),
+    **dict.fromkeys(("group_size", "q_group_size"), _Count(-1, MAX_WIDTH)),
+    **dict.fromkeys(("quant_method", "quant_algo", "fmt", "format", "type"), _TEXT),
+    **dict.fromkeys(("load_in_4bit", "load_in_8bit"), _FLAG),
+    **dict.fromkeys(("modules_to_not_convert", "ignore", "ignored_layers"), _STRINGS),
+    "config_groups": _Type(dict, what="an object"),
+}
+
+
+def _check_fields(cfg: dict, table: dict[str, Any], where: str, prefix: str = "") -> None:
+    for key, rule in table.items():
+        value = cfg.get(key)
+        if value is None:
+            continue
+        problem = rule.check(value)
+        if problem is not None:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            raise SpecError(f"{where} field {prefix}{key} must be {problem}, got {shown}")
+
+
+def _check_quant(q: Any, where: str, prefix: str) -> None:
+    if q is None:
+        return
+    if not isinstance(q, dict):
+        raise SpecError(f"{where} field {prefix}quantization_config must be an object")
+    _check_fields(q, _QUANT_FIELDS, where, prefix + "quantization_config.")
+    for key in ("bits", "w_bit"):
+        if q.get(key) is not None and not 1 <= q[key] <= 64:
+            raise SpecError(f"{where} field {prefix}quantization_config.{key} must be between 1 and 64, got {q[key]!r}")
+    for name, group in (q.get("config_groups") or {}).items():
+        weights = group.get("weights") if isinstance(group, dict) else None
+        if not isinstance(group, dict) or not isinstance(weights, (dict, type(None))):
+            raise SpecError(f"{where} field {prefix}quantization_config.config_groups.{name} must be an object")
+        _check_fields(weights or {}, _QUANT_FIELDS, where, f"{prefix}quantization_config.config_groups.{name}.weights.")
+
+
+def validate_config(config: Any, where: str = "config.json") -> None:
+    """Raise SpecError naming the field when a value the parser reads has the wrong type or an
+    impossible size; nested text/vision/quantization configs are checked under their own names."""
+    if not isinstance(config, dict) or not config:
+        raise SpecError(f"{where} is empty or not a JSON object")
+    _check_fields(config, _FIELDS, where)
+    _check_quant(config.get("quantization_config"), where, "")
+    for key in _NESTED_TEXT_KEYS:
+        nested = config.get(key)
+        if nested is not None and not isinstance(nested, dict):
+            raise SpecError(f"{where} field {key} must be an object")
+        if nested:
+            _check_fields(nested, _FIELDS, where, key + ".")
+            _check_quant(nested.get("quantization_config"), where, key + ".")
+    for key in ("vision_config", "vision_encoder", "visual"):
+        vision = config.get(key)
+        if vision is not None and not isinstance(vision, dict):
+            raise SpecError(f"{where} field {key} must be an object")
+        if vision:
+            _check_fields(vision, _VISION_FIELDS, where, key + ".")
+    for holder in (config, *(config.get(k) for k in _NESTED_TEXT_KEYS if isinstance(config.get(k), dict))):
+        multiplier = holder.get("block_ffn_dim_multiplier")
+        if multiplier is not None and not 0 < multiplier <= 100:
+            raise SpecError(f"{where} field block_ffn_dim_multiplier must be in (0, 100], got {multiplier!r}")
+
+
+def parse_config_bytes(raw: bytes, where: str) -> dict:
+    """config.json bytes -> dict, or SpecError naming the file: not UTF-8 (binary, UTF-16), not
+    JSON, nested deeper than the parser goes, an integer of thousands of digits, not an object."""
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise SpecError(f"{where} is {len(raw) / (1 << 20):.0f} MiB: not a config.json")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SpecError(f"{where} is not UTF-8 text (a binary file, or UTF-16)") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{where} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise SpecError(f"{where} nests JSON deeper than any config does") from None
+    except ValueError as exc:  # an integer beyond Python's digit limit
+        raise SpecError(f"{where} holds a number no config has ({str(exc).split(':')[0]})") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{where} does not hold a JSON object")
+    return data
 
 
 def _first(cfg: dict, *keys: str) -> Any:
@@ -157,10 +359,11 @@ def _prequant(cfg: dict) -> PreQuant | None:
                     fmt=str(fmt) if fmt else None, modules_not_converted=[str(s) for s in skip])
 
 
-def spec_from_config(config: dict, *, name: str, hf_id: str | None = None) -> ModelSpec:
-    """Normalize a config.json dict into a ModelSpec, or raise SpecError naming what is missing."""
+def spec_from_config(config: dict, *, name: str, hf_id: str | None = None, where: str = "config.json") -> ModelSpec:
+    """Normalize a config.json dict into a ModelSpec, or raise SpecError naming what is missing
+    or impossible (`where` names the file in the message)."""
     if not isinstance(config, dict) or not config:
-        raise SpecError("config.json is empty or not a JSON object")
+        raise SpecError(f"{where} is empty or not a JSON object")
     outer_arch = str(config.get("model_type") or "")
     cfg, vision = _text_config(config)
     arch = str(cfg.get("model_type") or outer_arch or "")
@@ -174,6 +377,7 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None) -> Mo
             f"unknown architecture '{arch}': fitprobe cannot size it without knowing its layer layout "
             f"(supported: {', '.join(SUPPORTED)})"
         )
+    validate_config(config, where)
     cfg = _expand_block_types(arch, cfg)
     defaults = {k: v for k, v in _FAMILY_DEFAULTS.get(arch, {}).items() if cfg.get(k) is None}
     if defaults and not cfg.get("layer_types"):
@@ -205,6 +409,8 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None) -> Mo
     if tie is None:
         tie = _TIE_DEFAULT.get(arch, False)
     _positive(num_key_value_heads=n_kv, head_dim=head_dim)
+    if n_kv > n_heads:
+        raise SpecError(f"{where}: num_key_value_heads ({n_kv}) exceeds num_attention_heads ({n_heads})")
     if not isinstance(ff, int) or ff < 0:
         raise SpecError(f"config.json field intermediate_size must be a non-negative integer, got {ff!r}")
     if max_ctx is not None and (not isinstance(max_ctx, int) or max_ctx <= 0):
@@ -227,6 +433,10 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None) -> Mo
     kinds = _attention_pattern(arch, cfg, n_layers, r)
     window = _window(arch, cfg)
     ffn_kinds, moe = _ffn_pattern(arch, cfg, n_layers, ff, r)
+    if any(kind == "dense" and not width for kind, width in ffn_kinds):
+        r.missing.append("intermediate_size (dense FFN layers need a width)")
+    if moe is not None and not moe.expert_ffn:
+        r.missing.append("moe_intermediate_size (experts need a width)")
     if arch in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa") or (
         cfg.get("kv_lora_rank") and cfg.get("qk_rope_head_dim") and arch != "deepseek_v4"
     ):
@@ -400,6 +610,8 @@ def _ffn_pattern(arch: str, cfg: dict, n: int, ff: int, r: _Reader):
     dense_ff = ff
     if arch in ("llama4", "llama4_text"):
         dense_ff = r.get("intermediate_size_mlp", default=ff)
+    if used and used > n_exp:
+        raise SpecError(f"config.json routes {used} experts per token but has only {n_exp}")
     moe = MoE(n_experts=n_exp, n_experts_used=used or 1, expert_ffn=expert_ff or 0,
               n_shared_experts=int(shared or 0), shared_ffn=int(shared_ff or 0),
               expert_bias=arch == "gpt_oss", latent_size=int(cfg.get("moe_latent_size") or 0))

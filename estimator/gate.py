@@ -7,6 +7,8 @@ that fits through CPU offload is held to the speed requirement. A `tight` verdic
 """
 from __future__ import annotations
 
+from typing import Literal
+
 from fitprobe.estimator.fields import doc, record
 
 from .launch.common import LaunchPlan, ctx_text, gib
@@ -39,6 +41,8 @@ class GateResult:
     subject: str = doc(description="what was judged: launch.<engine>")
     checks: list[Check]
     failed: list[str] = doc(default_factory=list, description="names of the requirements that do not hold")
+    on: Literal["idle", "now"] = doc(default="idle", description="memory the subject was sized on: 'idle' (the devices' total) or "
+                                              "'now' (free right now: `check`, unless --gate-on idle)")
 
 
 def evaluate(req: Requirements, plan: LaunchPlan) -> GateResult:

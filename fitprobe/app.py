@@ -10,6 +10,7 @@ from functools import lru_cache
 from fitprobe.catalogs.gpus import match_gpus, needs_memory_size, suggest_gpus
 from fitprobe.catalogs.quants import quant_table
 from fitprobe.catalogs.resolve import ResolvedModel, native_format
+from fitprobe.errors import UsageError  # noqa: F401  (re-exported: bad option values, exit code 2)
 from fitprobe.estimator.fields import asdict, replace
 from fitprobe.estimator.hardware import Device, Hardware
 from fitprobe.estimator.plan import PlanResult, Sizer
@@ -18,9 +19,6 @@ from fitprobe.estimator.settings import ENGINE_KV_DTYPES, RunSettings
 from fitprobe.estimator.tensors import param_counts
 
 from . import schema
-
-class UsageError(ValueError):
-    """Bad option values (exit code 2)."""
 
 
 @lru_cache(maxsize=1)

@@ -1,20 +1,67 @@
-"""The fitprobe command line: parse options, call the core, format. Exit codes:
-0 fits (or tight), 1 does not fit, 2 usage error, 3 model cannot be resolved, 4 hardware not probeable."""
+"""The fitprobe command line: parse options, call the core, format.
+
+Exit codes and error kinds live in `fitprobe.errors` (0 fits, 1 does not fit, 2 usage, 3 model,
+4 hardware, 74 output, 75 retry later, 70 internal); this module turns every error into one line
+on stderr, plus a JSON error object on stdout with --json."""
 from __future__ import annotations
 
+import errno
 import importlib
+import math
+import os
 import sys
 
 import click
 
 from fitprobe import __version__
+from fitprobe import errors
+from fitprobe.deadline import DEFAULT_LOOKUP_TIMEOUT_S
 
-EXIT_FITS, EXIT_EXCEEDS, EXIT_USAGE, EXIT_MODEL, EXIT_HARDWARE = 0, 1, 2, 3, 4
+EXIT_FITS, EXIT_EXCEEDS = errors.FITS, errors.EXCEEDS
+EXIT_USAGE, EXIT_MODEL, EXIT_HARDWARE = errors.USAGE.code, errors.MODEL_NOT_FOUND.code, errors.HARDWARE.code
+EXIT_OUTPUT, EXIT_RETRY_LATER = errors.OUTPUT.code, errors.RETRY_LATER.code
+_KIND_BY_CODE = {k.code: k for k in reversed(errors.KINDS)}
+
+MAX_GPUS = 4096  # fitprobe.app.MAX_DEVICES: no node or plan has more
 
 
 def fail(message: str, code: int) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
+    """Raise the error of exit code `code`; the command group reports it (one line, JSON with --json)."""
+    raise errors.FitprobeError(message, _KIND_BY_CODE.get(code, errors.INTERNAL))
+
+
+class Number(click.ParamType):
+    """A finite float in [low, high] (nan, inf and 1e400 are usage errors, not numbers)."""
+
+    name = "number"
+
+    def __init__(self, low: float, high: float, *, low_open: bool = False):
+        self.low, self.high, self.low_open = low, high, low_open
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            number = value
+        else:
+            try:
+                number = float(str(value).strip())
+            except ValueError:
+                self.fail(f"'{value}' is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"'{value}' is not a finite number", param, ctx)
+        too_low = number <= self.low if self.low_open else number < self.low
+        if too_low or number > self.high:
+            left = "(" if self.low_open else "["
+            self.fail(f"{value} is not in {left}{self.low:g}, {self.high:g}]", param, ctx)
+        return number
+
+
+def positive(high: float) -> Number:
+    return Number(0.0, high, low_open=True)
+
+
+FRACTION = positive(1.0)
+GIB_AMOUNT = Number(1 / 1024, 1 << 20)  # 1 MiB .. 1 PiB, in GiB
+TOKENS = click.IntRange(1, 1 << 27)  # fitprobe.app.MAX_CONTEXT
 
 
 class ContextParam(click.ParamType):
@@ -50,17 +97,20 @@ def size_options(f):
         click.option("--ubatch", type=int, default=512, show_default=True, help="llama.cpp micro-batch (-ub)"),
         click.option("--no-flash-attn", is_flag=True, help="llama.cpp without flash attention"),
         click.option("--ngl", "gpu_layers", type=int, default=None, help="llama.cpp -ngl (default: all layers)"),
-        click.option("--gpu-util", type=float, default=0.9, show_default=True, help="vLLM --gpu-memory-utilization"),
-        click.option("--usable", "usable_fraction", type=float, default=0.95, show_default=True,
+        click.option("--gpu-util", type=FRACTION, default=0.9, show_default=True, help="vLLM --gpu-memory-utilization"),
+        click.option("--usable", "usable_fraction", type=FRACTION, default=0.95, show_default=True,
                      help="share of physical memory treated as usable"),
         click.option("--min-margin", default="0", help="margin below which the verdict is 'tight', e.g. 2GiB"),
-        click.option("--ram-gib", type=float, default=None, help="system RAM for offload (default: unknown)"),
-        click.option("--ram-bw", type=float, default=None,
+        click.option("--ram-gib", type=GIB_AMOUNT, default=None, help="system RAM for offload (default: unknown)"),
+        click.option("--ram-bw", type=positive(1e5), default=None,
                      help="speed: system RAM bandwidth GB/s (default 89.6; measure it: fitprobe probe --bench)"),
-        click.option("--threads", "cpu_threads", type=int, default=None,
+        click.option("--threads", "cpu_threads", type=click.IntRange(1, 4096), default=None,
                      help="speed: CPU cores llama.cpp computes on (default: probed physical cores)"),
         click.option("--token", default=None, help="Hugging Face token for gated repos (or HF_TOKEN)"),
-        click.option("--revision", default=None, help="Hub revision (branch, tag or commit)"),
+        click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of an org/name MODEL"),
+        click.option("--timeout", "hub_timeout", type=Number(0.1, 3600), default=DEFAULT_LOOKUP_TIMEOUT_S,
+                     show_default=True, help="seconds a Hub lookup may take in all (then exit 75: retry later)"),
+        click.option("--verbose", "-v", is_flag=True, help="show the Hub client's log lines and request counts"),
         click.option("--json", "as_json", is_flag=True, help="print the JSON contract"),
         click.option("--text", "also_text", is_flag=True, help="with --json: also print the human report on stderr"),
         click.option("--brief", is_flag=True, help="JSON with only the verdict, the deployment, memory and speed "
@@ -69,7 +119,7 @@ def size_options(f):
                                                     "(implies --json)"),
         click.option("--require-context", type=int, default=None,
                      help="gate: the plan must serve this many tokens per sequence (sizes at least this context)"),
-        click.option("--require-tps", type=float, default=None, help="gate: decode tokens/s per sequence the plan must reach"),
+        click.option("--require-tps", type=positive(1e6), default=None, help="gate: decode tokens/s per sequence the plan must reach"),
         click.option("--strict", is_flag=True, help="gate: a 'tight' verdict fails"),
         click.option("--verify", is_flag=True, help="run llama.cpp's llama-fit-params on the local GGUF and compare"),
         click.option("--llama-fit-params", "fit_params_path", default=None, help="path of llama-fit-params (default: PATH)"),
@@ -87,10 +137,13 @@ def parse_bytes(text: str) -> int:
     try:
         value = float(num)
     except ValueError:
-        raise click.BadParameter(f"'{text}' is not a size like 2GiB or 1500MB") from None
-    if unit not in units or value < 0:
-        raise click.BadParameter(f"'{text}' is not a size like 2GiB or 1500MB")
-    return int(value * units[unit])
+        raise click.BadParameter(f"'{text}' is not a size like 2GiB or 1500MB", param_hint="'--min-margin'") from None
+    if unit not in units or not 0 <= value < math.inf:
+        raise click.BadParameter(f"'{text}' is not a size like 2GiB or 1500MB", param_hint="'--min-margin'")
+    size = value * units[unit]
+    if size > 1 << 50:
+        raise click.BadParameter(f"'{text}' is more than 1 PiB: not a memory margin", param_hint="'--min-margin'")
+    return int(size)
 
 
 class LazyGroup(click.Group):
@@ -111,6 +164,73 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
 
+class Group(LazyGroup):
+    """The command group: every error ends as one line on stderr and its kind's exit code."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except errors.FitprobeError as exc:
+            report_error(exc, as_json="--json" in argv)
+        except _NO_ARGS_HELP as exc:  # `fitprobe` alone: the help page, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:  # bad option or argument: one line, not the usage page
+            report_error(errors.UsageError(_usage_message(exc)), as_json="--json" in argv)
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            report_error(errors.FitprobeError("interrupted", errors.INTERRUPTED), as_json=False)
+        except OSError as exc:
+            if exc.errno not in _OUTPUT_ERRNOS:
+                raise
+            report_error(errors.FitprobeError(f"cannot write the output: {os.strerror(exc.errno)}", errors.OUTPUT),
+                         as_json=False)
+        if standalone_mode:
+            sys.exit(rv if isinstance(rv, int) else 0)
+        return rv
+
+
+_OUTPUT_ERRNOS = {errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT}
+_NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
+
+
+def _usage_message(exc: click.ClickException) -> str:
+    message = exc.format_message()
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        message += f" (see: {ctx.command_path} --help)"
+    return message
+
+
+def report_error(exc: errors.FitprobeError, *, as_json: bool) -> None:
+    """One line on stderr; with --json also the error object on stdout. Exits with the kind's code."""
+    lines = []
+    if as_json:
+        import json
+
+        lines.append((sys.stdout, json.dumps(exc.as_dict())))
+    lines.append((sys.stderr, f"error: {exc}"))
+    for stream, text in lines:
+        try:
+            stream.write(text + "\n")
+            stream.flush()
+        except (OSError, ValueError):  # stdout full or closed: the exit code still says it
+            _silence(stream)
+    if exc.kind is errors.OUTPUT:
+        _silence(sys.stdout)
+    sys.exit(exc.code)
+
+
+def _silence(stream) -> None:
+    """Point a failed stream at /dev/null so the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+
 OPTIONAL_COMMANDS = {
     "fit": "fitprobe.cmd_fit:fit_command",
     "simulate": "fitprobe.cmd_simulate:simulate_command",
@@ -121,7 +241,7 @@ OPTIONAL_COMMANDS = {
 }
 
 
-@click.group(cls=LazyGroup, lazy=OPTIONAL_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, lazy=OPTIONAL_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="fitprobe")
 def main():
     """Will this LLM run on this hardware, how well, and with which launch flags?"""
@@ -130,8 +250,8 @@ def main():
 @main.command()
 @click.argument("model")
 @click.option("--gpu", required=True, help="catalog GPU name (e.g. 'RTX 4090', 'H100 SXM', 'M4 Max'), or 'cpu'")
-@click.option("--gpus", type=int, default=1, show_default=True, help="number of identical GPUs")
-@click.option("--memory-gib", type=float, default=None, help="memory of each GPU (a device the catalog lacks, or override)")
+@click.option("--gpus", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True, help="number of identical GPUs")
+@click.option("--memory-gib", type=GIB_AMOUNT, default=None, help="memory of each GPU (a device the catalog lacks, or override)")
 @size_options
 def plan(model, gpu, gpus, **opts):
     """Size MODEL on named hardware (bundled name, HF id, directory, config.json or .gguf)."""
@@ -143,7 +263,12 @@ def plan(model, gpu, gpus, **opts):
 @main.command()
 @click.argument("model")
 @click.option("--gpu", default=None, help="override the probe with a catalog GPU name (or 'cpu')")
-@click.option("--gpus", type=int, default=1, show_default=True, help="with --gpu: number of identical GPUs")
+@click.option("--gpus", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
+              help="with --gpu: number of identical GPUs")
+@click.option("--expect-gpus", type=click.IntRange(0, MAX_GPUS), default=None,
+              help="hardware gate: exit 4 when the probe sees fewer GPUs than this")
+@click.option("--gate-on", type=click.Choice(["now", "idle"]), default="now", show_default=True,
+              help="judge the verdict and gate on free memory right now, or on the idle device")
 @size_options
 def check(model, gpu, gpus, **opts):
     """Size MODEL on this machine: probe its GPUs and RAM, then plan (idle and right now)."""
@@ -154,15 +279,13 @@ def check(model, gpu, gpus, **opts):
 
 def entry() -> None:
     """Console entry point: no traceback ever reaches a user (FITPROBE_DEBUG=1 shows it)."""
-    import os
-
     try:
         main()
     except SystemExit:
         raise
-    except KeyboardInterrupt:
-        fail("interrupted", 130)
     except Exception as exc:  # a bug: say so in one line instead of a traceback
         if os.environ.get("FITPROBE_DEBUG"):
             raise
-        fail(f"internal error: {type(exc).__name__}: {exc} (set FITPROBE_DEBUG=1 for details)", 70)
+        message = f"internal error: {type(exc).__name__}: {exc} (set FITPROBE_DEBUG=1 for details)"
+        report_error(errors.FitprobeError(message, errors.INTERNAL), as_json="--json" in sys.argv[1:])
+

@@ -49,7 +49,7 @@ def render_report(report) -> str:
         lines.append("masks: " + ", ".join(f"{k}={v}" for k, v in report.visible_masks.items()))
     lines.append("backends:")
     for b in report.backends:
-        state = f"found {b.devices}" if b.present else "not present"
+        state = f"found {b.devices}" if b.present else "FAILED" if b.failed else "not present"
         lines.append(f"  {b.name:<11} {state}" + (f" ({b.reason})" if b.reason else ""))
     for note in report.notes:
         lines.append(f"note: {note}")
@@ -60,7 +60,10 @@ def render_report(report) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the full probe report as JSON.")
 @click.option("--bench", is_flag=True, help="Also measure the RAM bandwidth (a memory copy, under 2 s).")
 def probe_command(as_json: bool, bench: bool) -> None:
-    """Show the GPUs, CPU and RAM this machine has, and where each number came from."""
+    """Show the GPUs, CPU and RAM this machine has, and where each number came from.
+    Exit 4 when a vendor tool or library is there but failed (the report says which)."""
+    from fitprobe.errors import HARDWARE, HardwareError
+
     try:
         from fitprobe.probe.registry import probe_machine
         from fitprobe.record_json import dumps, record_data
@@ -74,6 +77,11 @@ def probe_command(as_json: bool, bench: bool) -> None:
                 report.ram_bandwidth_gbs, report.ram_bandwidth_method = round(gbs, 1), method
         out = dumps(record_data(report)) if as_json else render_report(report)
     except Exception as exc:  # noqa: BLE001 - the probe must never end in a traceback
-        click.echo(f"error: probe failed: {type(exc).__name__}: {exc}", err=True)
-        sys.exit(1)
+        from fitprobe.cli import report_error
+
+        report_error(HardwareError(f"probe failed: {type(exc).__name__}: {exc}"), as_json=as_json)
     click.echo(out)
+    failed = [b for b in report.backends if b.failed]
+    if failed:
+        click.echo("error: hardware not probeable: " + "; ".join(f"{b.name}: {b.reason}" for b in failed), err=True)
+        sys.exit(HARDWARE.code)

@@ -3,11 +3,13 @@ context scaling, speed, cloud cost and rent vs buy, fine-tuning, recommended har
 in the terminal, as the JSON contract (--json), or as one self-contained HTML file (--html)."""
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
-from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_HARDWARE, EXIT_MODEL, EXIT_USAGE, fail, parse_bytes, size_options
+from .cli import (EXIT_EXCEEDS, EXIT_FITS, EXIT_OUTPUT, EXIT_USAGE, MAX_GPUS, Number, fail, parse_bytes, positive,
+                  size_options)
 
 GIB = 1 << 30
 
@@ -15,9 +17,9 @@ GIB = 1 << 30
 def _report_options(f):
     opts = [
         click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False), help="write the page as HTML"),
-        click.option("--hours-per-day", type=float, default=4.0, show_default=True, help="cost: hours of use per day"),
-        click.option("--electricity", type=float, default=0.15, show_default=True, help="cost: electricity USD per kWh"),
-        click.option("--hardware-price", type=float, default=None, help="cost: purchase price (default: catalog)"),
+        click.option("--hours-per-day", type=positive(24), default=4.0, show_default=True, help="cost: hours of use per day"),
+        click.option("--electricity", type=Number(0, 100), default=0.15, show_default=True, help="cost: electricity USD per kWh"),
+        click.option("--hardware-price", type=Number(0, 1e9), default=None, help="cost: purchase price (default: catalog)"),
         click.option("--ft-seq-len", type=int, default=2048, show_default=True, help="fine-tuning sequence length"),
         click.option("--ft-batch", type=int, default=1, show_default=True, help="fine-tuning micro-batch"),
         click.option("--ft-no-checkpointing", is_flag=True, help="fine-tuning without gradient checkpointing"),
@@ -34,7 +36,7 @@ def _report_options(f):
 @click.command("report")
 @click.argument("model", required=False)
 @click.option("--gpu", default=None, help="catalog GPU name or 'cpu' (default: probe this machine)")
-@click.option("--gpus", type=int, default=1, show_default=True, help="number of identical GPUs")
+@click.option("--gpus", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True, help="number of identical GPUs")
 @size_options
 @_report_options
 def report_command(model, gpu, gpus, **opts):
@@ -58,7 +60,7 @@ def report_command(model, gpu, gpus, **opts):
             with open(opts["html_path"], "w", encoding="utf-8") as fh:
                 fh.write(render_html(out))
         except OSError as exc:
-            fail(f"cannot write {opts['html_path']}: {exc.strerror}", EXIT_USAGE)
+            fail(f"cannot write {opts['html_path']}: {exc.strerror}", EXIT_OUTPUT)
     if opts["as_json"] or selection["brief"] or selection["fields"]:
         from fitprobe.contract import to_json
 
@@ -84,7 +86,7 @@ def hardware_page(gpu: str | None, gpus: int, opts: dict) -> None:
             with open(opts["html_path"], "w", encoding="utf-8") as fh:
                 fh.write(render_hardware_html(out))
         except OSError as exc:
-            fail(f"cannot write {opts['html_path']}: {exc.strerror}", EXIT_USAGE)
+            fail(f"cannot write {opts['html_path']}: {exc.strerror}", EXIT_OUTPUT)
     if opts["as_json"]:
         from fitprobe.contract import fit_to_json
 
@@ -101,58 +103,50 @@ def hardware_page(gpu: str | None, gpus: int, opts: dict) -> None:
 def build(model: str, gpu: str | None, gpus: int, opts: dict):
     from fitprobe.app import (UsageError, catalog_hardware, check_settings, fill_report, pick_format,
                               require_known_ram, size_plan)
-    from fitprobe.catalogs.resolve import ResolveError, resolve
-    from fitprobe.commands import (HardwareError, build_settings, probed_hardware, requirements_from, resolve_context,
-                                   with_host_speed)
+    from fitprobe.catalogs.resolve import resolve
+    from fitprobe.commands import (build_settings, end_lookup, hub_lookup, probed_hardware, requirements_from,
+                                   resolve_context, with_host_speed)
     from fitprobe.estimator.cost import CostOptions
     from fitprobe.estimator.fields import replace
     from fitprobe.estimator.finetune import FinetuneOptions
 
     try:
-        if not 0 < opts["usable_fraction"] <= 1:
-            raise UsageError("--usable must be a fraction in (0, 1]")
-        if not 0 < opts["gpu_util"] <= 1:
-            raise UsageError("--gpu-util must be a fraction in (0, 1]")
-        try:
-            cost = CostOptions(hours_per_day=opts["hours_per_day"], electricity_usd_per_kwh=opts["electricity"],
-                               hardware_price_usd=opts["hardware_price"])
-            ft = FinetuneOptions(seq_len=opts["ft_seq_len"], micro_batch=opts["ft_batch"],
-                                 gradient_checkpointing=not opts["ft_no_checkpointing"], lora_rank=opts["lora_rank"],
-                                 optimizer=opts["ft_optimizer"], fused_loss=opts["fused_loss"])
-        except ValueError as exc:  # a bound or choice the options check
-            raise UsageError(f"invalid option: {exc}") from None
-        min_margin = parse_bytes(opts["min_margin"])
-        requirements = requirements_from(opts, min_margin)
-        ram = int(opts["ram_gib"] * GIB) if opts.get("ram_gib") else None
-        notes: list[str] = []
-        if gpu:
-            hw, source = catalog_hardware(gpu, gpus, usable_fraction=opts["usable_fraction"], ram_bytes=ram), "catalog"
-        else:
-            hw, _, notes = probed_hardware(opts["usable_fraction"])
-            source = "probe"
-            if ram:
-                hw = replace(hw, system_ram_bytes=ram)
-        hw = with_host_speed(hw, opts)
-        import os
-
-        resolved = resolve(model, token=opts.get("token") or os.environ.get("HF_TOKEN"), revision=opts.get("revision"))
-        longest = resolve_context(opts, resolved.spec)
-        fmt = pick_format(resolved, opts.get("quant"), opts.get("engine"), hw)
-        settings = build_settings(fmt, hw, opts)
-        check_settings(settings, fmt, hw)
-        sized = size_plan("report", resolved, fmt, settings, hw, min_margin_bytes=min_margin, hardware_source=source,
-                          engine_option=opts.get("engine"), kv_explicit=opts.get("kv_cache") is not None,
-                          requirements=requirements, longest_context=longest)
-        require_known_ram(sized, hw)
-        sized.output.notes[:0] = notes
-        fill_report(sized, resolved, fmt, settings, hw, cost_options=cost, finetune_options=ft,
-                    ram_bandwidth_gbs=opts["ram_bw"])
-    except ResolveError as exc:
-        fail(str(exc), EXIT_MODEL)
-    except HardwareError as exc:
-        fail(str(exc), EXIT_HARDWARE)
-    except (UsageError, click.BadParameter) as exc:
-        fail(str(exc), EXIT_USAGE)
+        cost = CostOptions(hours_per_day=opts["hours_per_day"], electricity_usd_per_kwh=opts["electricity"],
+                           hardware_price_usd=opts["hardware_price"])
+        ft = FinetuneOptions(seq_len=opts["ft_seq_len"], micro_batch=opts["ft_batch"],
+                             gradient_checkpointing=not opts["ft_no_checkpointing"], lora_rank=opts["lora_rank"],
+                             optimizer=opts["ft_optimizer"], fused_loss=opts["fused_loss"])
+    except ValueError as exc:  # a bound or choice the options check
+        raise UsageError(f"invalid option: {exc}") from None
+    min_margin = parse_bytes(opts["min_margin"])
+    requirements = requirements_from(opts, min_margin)
+    ram = int(opts["ram_gib"] * GIB) if opts.get("ram_gib") else None
+    notes: list[str] = []
+    if gpu:
+        hw, source = catalog_hardware(gpu, gpus, usable_fraction=opts["usable_fraction"], ram_bytes=ram), "catalog"
+    else:
+        hw, _, notes = probed_hardware(opts["usable_fraction"])
+        source = "probe"
+        if ram:
+            hw = replace(hw, system_ram_bytes=ram)
+    hw = with_host_speed(hw, opts)
+    token = opts.get("token") or os.environ.get("HF_TOKEN")
+    lookup = hub_lookup(model, opts)
+    try:
+        resolved = resolve(model, token=token, revision=opts.get("revision"), lookup=lookup)
+    finally:
+        end_lookup(lookup)
+    longest = resolve_context(opts, resolved.spec)
+    fmt = pick_format(resolved, opts.get("quant"), opts.get("engine"), hw)
+    settings = build_settings(fmt, hw, opts)
+    check_settings(settings, fmt, hw)
+    sized = size_plan("report", resolved, fmt, settings, hw, min_margin_bytes=min_margin, hardware_source=source,
+                      engine_option=opts.get("engine"), kv_explicit=opts.get("kv_cache") is not None,
+                      requirements=requirements, longest_context=longest)
+    require_known_ram(sized, hw)
+    sized.output.notes[:0] = notes
+    fill_report(sized, resolved, fmt, settings, hw, cost_options=cost, finetune_options=ft,
+                ram_bandwidth_gbs=opts["ram_bw"])
     return sized
 
 

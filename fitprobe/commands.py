@@ -8,7 +8,8 @@ import click
 
 from fitprobe.estimator.fields import replace
 
-from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_HARDWARE, EXIT_MODEL, EXIT_USAGE, fail, parse_bytes
+from .cli import EXIT_EXCEEDS, EXIT_FITS, parse_bytes
+from .errors import HardwareError, UsageError
 
 
 def build_settings(fmt, hw, opts: dict):
@@ -123,8 +124,10 @@ def attach_verify(sized, opts: dict) -> None:
     sized.output.verify = compare(run_fit_params(tool, inp.gguf_path, inp.settings), inp)
 
 
-def probed_hardware(usable_fraction: float):
-    """Probe this machine; (Hardware, per-device readings, probe notes). Raises HardwareError."""
+def probed_hardware(usable_fraction: float, expect_gpus: int | None = None):
+    """Probe this machine; (Hardware, per-device readings, probe notes). Raises HardwareError when a
+    vendor tool or library is present but failed or hung (never a silent CPU-only plan), or when
+    fewer GPUs than `expect_gpus` are seen."""
     from fitprobe.probe.registry import probe_machine
     from fitprobe.probe.to_hardware import probe_hardware
     from fitprobe.record_json import record_data, without_none
@@ -133,7 +136,15 @@ def probed_hardware(usable_fraction: float):
         report = probe_machine()
         hw = probe_hardware(report)
     except Exception as exc:  # the probe promises not to raise; if it does, say so in one line
-        raise HardwareError(f"could not probe this machine: {exc}") from exc
+        raise HardwareError(f"could not probe this machine: {type(exc).__name__}: {exc}") from exc
+    failed = [b for b in report.backends if b.failed]
+    if failed:
+        why = "; ".join(f"{b.name}: {b.reason}" for b in failed)
+        raise HardwareError(f"hardware not probeable: {why} (fix the driver, or name the hardware with --gpu)")
+    if expect_gpus is not None and len(hw.devices) < expect_gpus:
+        seen = ", ".join(f"{b.name}: {b.reason}" for b in report.backends if b.reason and not b.present)
+        raise HardwareError(f"the probe sees {len(hw.devices)} GPU(s), --expect-gpus {expect_gpus}"
+                            + (f" ({seen})" if seen else ""))
     hw = replace(hw, usable_fraction=usable_fraction)
     readings = [without_none(record_data(g)) for g in report.gpus if g.visible]
     notes = list(report.notes)
@@ -158,71 +169,106 @@ def _ram(n: int | None) -> str:
     return f"{(n or 0) / (1 << 30):.1f} GiB"
 
 
-class HardwareError(RuntimeError):
-    """Exit code 4: the machine could not be probed."""
-
-
-def run_check(model: str, *, gpu: str | None, gpus: int, **opts) -> None:
-    """plan on the probed machine: the idle verdict (total memory) and the right-now verdict (free memory)."""
+def run_check(model: str, *, gpu: str | None, gpus: int, expect_gpus: int | None = None, gate_on: str = "now",
+              **opts) -> None:
+    """plan on the probed machine: the idle verdict (total memory) and the right-now verdict (free
+    memory); the exit code and the gate follow `gate_on` (right now unless --gate-on idle)."""
     from fitprobe.app import is_cpu
 
+    if gpu and expect_gpus is not None:
+        raise UsageError("--expect-gpus checks the probed machine: drop --gpu")
     if gpu and not is_cpu(gpu):
         run_plan("check", model, gpu=gpu, gpus=gpus, **opts)
         return
-    try:
-        hw, readings, notes = cpu_hardware(opts["usable_fraction"]) if gpu else probed_hardware(opts["usable_fraction"])
-    except HardwareError as exc:
-        fail(str(exc), EXIT_HARDWARE)
+    if gpu:
+        hw, readings, notes = cpu_hardware(opts["usable_fraction"])
+    else:
+        hw, readings, notes = probed_hardware(opts["usable_fraction"], expect_gpus)
     if opts.get("ram_gib"):
         hw = replace(hw, system_ram_bytes=int(opts["ram_gib"] * (1 << 30)))
-    run_plan("check", model, gpu=None, gpus=0, hardware=hw, readings=readings, probe_notes=notes, **opts)
+    run_plan("check", model, gpu=None, gpus=0, hardware=hw, readings=readings, probe_notes=notes, gate_on=gate_on,
+             **opts)
+
+
+def hub_lookup(model: str, opts: dict):
+    """The Hub budget of this command (--timeout, -v), with a progress line on a terminal after 1 s."""
+    from fitprobe.deadline import Lookup
+
+    lookup = Lookup(timeout=opts.get("hub_timeout") or Lookup.timeout, verbose=bool(opts.get("verbose")))
+    if sys.stderr.isatty():
+        def on_slow() -> None:
+            sys.stderr.write(f"asking the Hugging Face Hub about {model} (at most {lookup.timeout:g} s, --timeout)...")
+            sys.stderr.flush()
+            lookup.progress_shown = True
+
+        lookup.on_slow = on_slow
+    return lookup
+
+
+def end_lookup(lookup) -> None:
+    """Clear the progress line; with -v say what the lookup cost."""
+    if lookup.progress_shown:
+        sys.stderr.write("\r\033[K")
+    if lookup.verbose and lookup.deadline is not None:
+        click.echo(f"hub: {lookup.requests} request(s) in {lookup.deadline.elapsed():.2f} s", err=True)
 
 
 def run_plan(command: str, model: str, *, gpu: str | None, gpus: int, hardware=None, readings=None,
-             probe_notes=None, **opts) -> None:
-    from fitprobe.app import UsageError, catalog_hardware, check_settings, pick_format, require_known_ram, size_plan
-    from fitprobe.catalogs.resolve import ResolveError, resolve
+             probe_notes=None, gate_on: str = "idle", **opts) -> None:
+    from fitprobe.app import catalog_hardware, check_settings, pick_format, require_known_ram, size_plan
+    from fitprobe.catalogs.resolve import resolve
 
+    ram = int(opts["ram_gib"] * (1 << 30)) if opts.get("ram_gib") else None
+    min_margin = parse_bytes(opts["min_margin"])
+    requirements = requirements_from(opts, min_margin)
+    selection = json_selection(opts)
+    hw = hardware or catalog_hardware(gpu, gpus, usable_fraction=opts["usable_fraction"], ram_bytes=ram,
+                                      memory_gib=opts.get("memory_gib"))
+    hw = with_host_speed(hw, opts)
+    token = opts.get("token") or os.environ.get("HF_TOKEN")
+    lookup = hub_lookup(model, opts)
     try:
-        if not 0 < opts["usable_fraction"] <= 1:
-            raise UsageError("--usable must be a fraction in (0, 1]")
-        if not 0 < opts["gpu_util"] <= 1:
-            raise UsageError("--gpu-util must be a fraction in (0, 1]")
-        ram = int(opts["ram_gib"] * (1 << 30)) if opts.get("ram_gib") else None
-        if opts.get("ram_gib") is not None and opts["ram_gib"] <= 0:
-            raise UsageError("--ram-gib must be positive")
-        min_margin = parse_bytes(opts["min_margin"])
-        requirements = requirements_from(opts, min_margin)
-        selection = json_selection(opts)
-        hw = hardware or catalog_hardware(gpu, gpus, usable_fraction=opts["usable_fraction"], ram_bytes=ram,
-                                          memory_gib=opts.get("memory_gib"))
-        hw = with_host_speed(hw, opts)
-        token = opts.get("token") or os.environ.get("HF_TOKEN")
-        resolved = resolve(model, token=token, revision=opts.get("revision"))
-        longest = resolve_context(opts, resolved.spec)
-        fmt = pick_format(resolved, opts.get("quant"), opts.get("engine"), hw)
-        settings = build_settings(fmt, hw, opts)
-        check_settings(settings, fmt, hw)
-        source = "probe" if hardware is not None else "catalog"
-        sized = size_plan(command, resolved, fmt, settings, hw, min_margin_bytes=min_margin,
-                          hardware_source=source, device_readings=readings, engine_option=opts.get("engine"),
-                          kv_explicit=opts.get("kv_cache") is not None, requirements=requirements,
-                          longest_context=longest)
-        require_known_ram(sized, hw)
-        if opts.get("verify"):
-            attach_verify(sized, opts)
-        if hardware is not None:
-            add_now_verdict(sized, min_margin)
-            sized.output.notes[:0] = probe_notes or []
-    except ResolveError as exc:
-        fail(str(exc), EXIT_MODEL)
-    except (UsageError, click.BadParameter) as exc:
-        fail(str(exc), EXIT_USAGE)
+        resolved = resolve(model, token=token, revision=opts.get("revision"), lookup=lookup)
+    finally:
+        end_lookup(lookup)
+    longest = resolve_context(opts, resolved.spec)
+    fmt = pick_format(resolved, opts.get("quant"), opts.get("engine"), hw)
+    settings = build_settings(fmt, hw, opts)
+    check_settings(settings, fmt, hw)
+    source = "probe" if hardware is not None else "catalog"
+    now = hardware is not None and gate_on == "now"
+    sized = size_plan(command, resolved, fmt, settings, hw, min_margin_bytes=min_margin,
+                      hardware_source=source, device_readings=readings, engine_option=opts.get("engine"),
+                      kv_explicit=opts.get("kv_cache") is not None, requirements=requirements,
+                      longest_context=longest)
+    require_known_ram(sized, hw)
+    if opts.get("verify"):
+        attach_verify(sized, opts)
+    if hardware is not None:
+        add_now_verdict(sized, min_margin)
+        sized.output.notes[:0] = probe_notes or []
+        if requirements is not None and now:
+            gate_right_now(sized, requirements)
     emit(sized, opts["as_json"], opts.get("also_text", False), opts.get("full", False), **selection)
     if sized.output.gate is not None:
         sys.exit(EXIT_FITS if sized.output.gate.passed else EXIT_EXCEEDS)
-    verdict = sized.output.verdict_now or sized.output.verdict
+    verdict = (sized.output.verdict_now if now else None) or sized.output.verdict
     sys.exit(EXIT_EXCEEDS if verdict.status == "exceeds" else EXIT_FITS)
+
+
+def gate_right_now(sized, requirements) -> None:
+    """The gate judged on the engine's launch plan sized against memory free right now (other
+    processes counted), not on the idle devices: a busy GPU fails the gate."""
+    from fitprobe.estimator.fields import replace as with_fields
+    from fitprobe.estimator.gate import evaluate
+    from fitprobe.estimator.launch import LaunchInput, plan_all
+
+    inp = sized.launch_input
+    if not any(d.free_bytes is not None for d in inp.hw.devices) and inp.hw.ram_available_bytes is None:
+        return  # nothing is known about "now": the idle gate stands
+    now = LaunchInput(**{**inp.__dict__, "now": True})
+    plan = plan_all(now, [inp.settings.engine])[inp.settings.engine]
+    sized.output.gate = with_fields(evaluate(requirements, plan), on="now")
 
 
 def add_now_verdict(sized, min_margin: int) -> None:

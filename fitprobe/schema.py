@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # sections only some commands fill: imported when the contrac
     from fitprobe.estimator.recommend import Pick
     from fitprobe.verify import VerifyResult
 
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "2.1"  # 2.1: gate.on (idle | now); with --json an error is {"error": {code, kind, message}}
 
 
 @record

@@ -279,6 +279,8 @@ def probe(
             enrich_from_sysfs(readings, sys_root)
             return readings, BackendStatus(name="amd", present=True, devices=len(readings), reason="via rocm-smi")
         reasons.append(f"rocm-smi: {res.reason or 'no JSON devices'}")
+        if res.broken and not read_sysfs(sys_root):
+            return [], BackendStatus(name="amd", present=False, reason="; ".join(reasons), failed=True)
     else:
         reasons.append("rocm-smi not found")
     readings = read_sysfs(sys_root)

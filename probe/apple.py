@@ -130,7 +130,8 @@ def probe(
     res = run([exe, *SYSCTL_KEYS])  # unknown keys (iogpu on old macOS) fail alone, others still print
     values = parse_sysctl(res.stdout)
     if "hw.memsize" not in values:
-        return [], BackendStatus(name="apple", present=False, reason=res.reason or "hw.memsize not readable")
+        return [], BackendStatus(name="apple", present=False, reason=res.reason or "hw.memsize not readable",
+                                 failed=res.broken)
     name = cores = None
     sp = which("system_profiler", ("/usr/sbin/system_profiler",))
     if sp:

@@ -68,4 +68,6 @@ def probe(
     readings = parse_npu_smi_info(res.stdout) if res.ok else []
     if readings:
         return readings, BackendStatus(name="ascend", present=True, devices=len(readings))
-    return [], BackendStatus(name="ascend", present=False, reason=res.reason or "npu-smi listed no NPUs")
+    # npu-smi ships with the Ascend driver: when it is installed but does not answer, the NPUs are unreadable
+    return [], BackendStatus(name="ascend", present=False, reason=res.reason or "npu-smi listed no NPUs",
+                             failed=not res.ok and not res.missing)

@@ -215,7 +215,9 @@ def probe(nv=None) -> tuple[list[GpuReading], BackendStatus]:
             import pynvml as nv  # noqa: PLC0415 - keep CLI start-up fast
         raws = read_devices(nv)
     except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, segfault-free failures
-        return [], BackendStatus(name="nvml", present=False, reason=f"{type(exc).__name__}: {exc}")
+        # no library (or no binding) means no NVIDIA driver here; a library that fails means a broken one
+        absent = isinstance(exc, ImportError) or "LibraryNotFound" in type(exc).__name__
+        return [], BackendStatus(name="nvml", present=False, reason=f"{type(exc).__name__}: {exc}", failed=not absent)
     readings, skipped = [], []
     for raw in raws:
         if "error" in raw:
@@ -224,7 +226,7 @@ def probe(nv=None) -> tuple[list[GpuReading], BackendStatus]:
         readings.append(to_reading(raw))
     if not readings:
         reason = "; ".join(skipped) or "NVML found no GPUs"
-        return [], BackendStatus(name="nvml", present=False, reason=reason)
+        return [], BackendStatus(name="nvml", present=False, reason=reason, failed=bool(skipped))
     return readings, BackendStatus(
         name="nvml", present=True, devices=len(readings), reason="; ".join(skipped) or None
     )

@@ -8,7 +8,7 @@ import re
 from typing import Callable
 
 from .run import RunResult, find_program, run_command
-from .types import MiB, BackendStatus, GpuReading, MigInstance
+from .types import MAX_DEVICES_PER_BACKEND, MiB, BackendStatus, GpuReading, MigInstance
 
 # Full query first; an unknown field makes the whole query fail on old drivers, so fewer next
 # (PROBING.md §1.6, llmfit/llm-checker do the same).
@@ -196,21 +196,22 @@ def probe(
     exe = which("nvidia-smi", WSL_PATHS)
     if exe is None:
         return [], BackendStatus(name="nvidia-smi", present=False, reason="nvidia-smi not found")
-    last_reason = None
     for fields in QUERIES:
         res = run([exe, f"--query-gpu={fields}", "--format=csv"])
-        if res.ok:
-            break
-        last_reason = res.reason
-        if res.returncode is None or res.returncode < 0:
-            break  # missing, hung or crashed: fewer fields will not help
-    else:
-        res = None
-    if res is None or not res.ok:
-        return [], BackendStatus(name="nvidia-smi", present=False, reason=last_reason)
-    readings = [row_to_reading(row, i) for i, row in enumerate(parse_query_csv(res.stdout))]
+        if res.ok or res.returncode is None or res.returncode < 0 or res.returncode == 6:
+            break  # answered, or missing, hung, crashed, no GPU: fewer fields will not help
+    if not res.ok:
+        # exit 6 "No devices were found": driver utilities on a machine without an NVIDIA GPU;
+        # anything else (9: "couldn't communicate with the NVIDIA driver", a hang, a crash) is a failure
+        absent = res.missing or res.returncode == 6
+        return [], BackendStatus(name="nvidia-smi", present=False, reason=res.reason, failed=not absent)
+    rows = parse_query_csv(res.stdout)
+    if len(rows) > MAX_DEVICES_PER_BACKEND:
+        return [], BackendStatus(name="nvidia-smi", present=False, failed=True,
+                                 reason=f"nvidia-smi listed {len(rows):,} GPUs: not a believable answer")
+    readings = [row_to_reading(row, i) for i, row in enumerate(rows)]
     if not readings:
-        return [], BackendStatus(name="nvidia-smi", present=False, reason="nvidia-smi listed no GPUs")
+        return [], BackendStatus(name="nvidia-smi", present=False, reason="nvidia-smi listed no GPUs", failed=True)
     if any(r.mig_mode for r in readings):
         q = run([exe, "-q"])
         lst = run([exe, "-L"])

@@ -1,23 +1,34 @@
-"""The one way the probe runs a program: time-limited, never raising, text or a reason."""
+"""The one way the probe runs a program: time-limited, output-capped, never raising, text or a reason."""
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import threading
 from dataclasses import dataclass
 
 DEFAULT_TIMEOUT_S = 8.0
+MAX_OUTPUT_BYTES = 1 << 20  # nvidia-smi -q on an 8-GPU MIG node prints ~100 KB; more is not a tool's answer
 
 
 @dataclass
 class RunResult:
-    """stdout when the program ran; `reason` says why not (missing, hung, failed, crashed)."""
+    """stdout when the program ran; `reason` says why not. `missing` tells "not installed" apart
+    from a tool that is there but failed, hung, crashed or printed more than any real answer."""
 
     ok: bool
     stdout: str = ""
     stderr: str = ""
     returncode: int | None = None
     reason: str | None = None
+    missing: bool = False
+    flooded: bool = False
+
+    @property
+    def broken(self) -> bool:
+        """The tool is there but hung, crashed, could not start or flooded its output."""
+        return not self.ok and not self.missing and (self.returncode is None or self.returncode < 0 or self.flooded)
 
 
 def find_program(name: str, extra_paths: tuple[str, ...] = ()) -> str | None:
@@ -38,32 +49,66 @@ def _first_line(text: str) -> str:
     return ""
 
 
-def run_command(args: list[str], timeout: float = DEFAULT_TIMEOUT_S) -> RunResult:
+class _Capped:
+    """Reads a pipe to its end in a thread, keeping the first `limit` bytes (the rest is drained,
+    so a tool that floods its output is neither blocked nor allowed to fill our memory)."""
+
+    def __init__(self, pipe, limit: int):
+        self.data, self.total, self.limit = bytearray(), 0, limit
+        self.thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self.thread.start()
+
+    def _read(self, pipe) -> None:
+        try:
+            while chunk := pipe.read(65536):
+                self.total += len(chunk)
+                room = self.limit - len(self.data)
+                if room > 0:
+                    self.data += chunk[:room]
+        except (OSError, ValueError):
+            pass
+
+    def text(self) -> str:
+        self.thread.join(1.0)
+        return bytes(self.data).decode("utf-8", errors="replace")
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """The tool and anything it started (a wrapper script's child would keep the pipes open)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (OSError, AttributeError):
+        proc.kill()
+    try:
+        proc.wait(1.0)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def run_command(args: list[str], timeout: float = DEFAULT_TIMEOUT_S, max_output: int = MAX_OUTPUT_BYTES) -> RunResult:
     """Run args[0] with a time limit. A hung tool (a wedged driver makes nvidia-smi hang) is killed."""
     try:
-        proc = subprocess.run(
-            args,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
     except FileNotFoundError:
-        return RunResult(False, reason=f"{args[0]} not found")
-    except subprocess.TimeoutExpired:
-        return RunResult(False, reason=f"{args[0]} timed out after {timeout:g}s")
+        return RunResult(False, reason=f"{args[0]} not found", missing=True)
     except PermissionError as exc:
         return RunResult(False, reason=f"{args[0]}: permission denied ({exc.strerror or exc})")
     except OSError as exc:
         return RunResult(False, reason=f"{args[0]}: {exc}")
+    out, err = _Capped(proc.stdout, max_output), _Capped(proc.stderr, max_output)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        return RunResult(False, out.text(), err.text(), None, f"{args[0]} timed out after {timeout:g}s")
+    stdout, stderr = out.text(), err.text()
+    if out.total > max_output:
+        return RunResult(False, "", stderr, proc.returncode,
+                         f"{args[0]} printed {out.total / (1 << 20):.1f} MiB: more than any real answer", flooded=True)
     if proc.returncode < 0:
-        return RunResult(
-            False, proc.stdout, proc.stderr, proc.returncode, f"{args[0]} crashed (signal {-proc.returncode})"
-        )
+        return RunResult(False, stdout, stderr, proc.returncode, f"{args[0]} crashed (signal {-proc.returncode})")
     if proc.returncode != 0:
-        detail = _first_line(proc.stdout) or _first_line(proc.stderr) or "no output"
-        return RunResult(
-            False, proc.stdout, proc.stderr, proc.returncode, f"{args[0]} exited {proc.returncode}: {detail}"
-        )
-    return RunResult(True, proc.stdout, proc.stderr, 0)
+        detail = _first_line(stdout) or _first_line(stderr) or "no output"
+        return RunResult(False, stdout, stderr, proc.returncode, f"{args[0]} exited {proc.returncode}: {detail}")
+    return RunResult(True, stdout, stderr, 0)

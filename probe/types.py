@@ -96,12 +96,17 @@ class CpuReading:
 
 @record
 class BackendStatus:
-    """Whether one probe backend found anything, and if not, why (never an exception)."""
+    """Whether one probe backend found anything, and if not, why (never an exception).
+
+    `failed`: the vendor's tool or library is there but did not answer (driver not loaded, hung,
+    crashed, flooded its output, an absurd device count): the machine is not probeable, which
+    `check` reports as exit 4 instead of planning as if the GPUs were absent."""
 
     name: str
     present: bool
     reason: str | None = None
     devices: int = 0
+    failed: bool = False
 
 
 @record
@@ -135,6 +140,7 @@ class ProbeReport:
         return [g for g in self.gpus if g.visible]
 
 
+MAX_DEVICES_PER_BACKEND = 64  # the densest nodes hold 16 accelerators (MI300X OAM: 8, 8 x MIG 7); more is garbage
 MiB = 1024**2
 GiB = 1024**3
 

@@ -76,12 +76,14 @@ def test_unknown_model_exits_3():
 def test_unprobeable_hardware_exits_4(monkeypatch):
     from fitprobe import commands
 
-    def broken(_):
+    def broken(*_args):
         raise commands.HardwareError("could not probe this machine: test")
 
     monkeypatch.setattr(commands, "probed_hardware", broken)
     r = run("check", "llama-3.1-8b-instruct", "--require-context", "8192", "--json")
     assert r.exit_code == 4 and "could not probe" in r.stderr
+    assert json.loads(r.stdout) == {"error": {"code": 4, "kind": "hardware",
+                                              "message": "could not probe this machine: test"}}
 
 
 def test_json_on_stdout_and_text_on_stderr():

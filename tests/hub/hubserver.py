@@ -11,6 +11,9 @@ file_download.get_hf_file_metadata + http_get, hf_api.parse_safetensors_file_met
   GET  /{repo}/resolve/{rev}/{path}                           file bytes, honouring `Range: bytes=a-b`
 Errors carry the X-Error-Code header huggingface_hub keys on (RepoNotFound, RevisionNotFound,
 EntryNotFound, GatedRepo) with the status codes the real Hub uses (401 without a token).
+`Fault`s make matching requests misbehave the ways real networks and proxies do: slow answers,
+bodies trickled byte by byte, redirect loops, a Content-Encoding the body does not have, server
+errors, and bodies that are not what the route promises.
 """
 
 from __future__ import annotations
@@ -48,6 +51,23 @@ class FakeRepo:
     pipeline_tag: str | None = None
 
 
+@dataclass
+class Fault:
+    """How the Hub misbehaves on requests whose path matches `path` (a regex, searched)."""
+
+    path: str
+    method: str | None = None  # "GET" / "HEAD"; None: both
+    delay: float = 0.0  # seconds before anything is sent
+    status: int | None = None  # answer this status (with error_code as X-Error-Code) instead of the route
+    error_code: str | None = None
+    body: bytes | None = None  # answer 200 with this body instead of the route
+    trickle: float = 0.0  # with body: send one byte every `trickle` seconds
+    redirect_loop: bool = False  # 302 back to the same path, forever
+    encoding: str | None = None  # with body: a Content-Encoding header the body does not have
+    wait_for: str | None = None  # answer only once a request matching this regex has arrived (3 s, else 503)
+    hits: int = 0
+
+
 def _git_blob_sha(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
@@ -62,6 +82,7 @@ class FakeHub:
         self.info_delay = 0.0  # seconds model info waits before answering (timeout tests)
         self.list_delay = 0.0  # seconds the model listing waits before answering
         self.page_size = 1000  # models per listing page (the Hub's own page is 1000)
+        self.faults: list[Fault] = []
         self.requests: list[tuple[str, str, dict]] = []
         self.connections: set = set()  # open client sockets, cut on stop() like a lost network
         self._stop = threading.Event()
@@ -79,7 +100,7 @@ class FakeHub:
         class Handler(_Handler):
             state = hub
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
@@ -96,6 +117,12 @@ class FakeHub:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:
+        """A client that gave up mid-answer (a deadline test) is expected: no traceback on stderr,
+        which CliRunner would mix into the output of whatever test runs next."""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -171,6 +198,9 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         path, query = parts.path, parse_qs(parts.query)
         st.requests.append((self.command, self.path, dict(self.headers)))
+        fault = next((f for f in st.faults if re.search(f.path, path) and f.method in (None, self.command)), None)
+        if fault is not None and self._fault(fault, head):
+            return
 
         def g(m, i, default=None):  # revisions like refs/pr/1 arrive %-encoded: decode per segment
             return unquote(m.group(i)) if m.group(i) is not None else default
@@ -187,6 +217,49 @@ class _Handler(BaseHTTPRequestHandler):
         if m:
             return self._resolve(g(m, 1), g(m, 2), g(m, 3), head)
         self._send(404, b"not found", head=head)
+
+    def _fault(self, fault: Fault, head: bool) -> bool:
+        """Misbehave as `fault` says; False when it only delays and the route answers after it."""
+        fault.hits += 1
+        if fault.wait_for is not None:
+            for _ in range(300):  # a client that asks one thing after the other never gets here in time
+                if any(re.search(fault.wait_for, urlsplit(p).path) for _, p, _ in list(self.state.requests)):
+                    break
+                if self.state._stop.wait(0.01):
+                    return True
+            else:
+                self._error(503, "", "the request it waits for never came", head)
+                return True
+        if fault.delay and self.state._stop.wait(fault.delay):
+            return True
+        if fault.redirect_loop:
+            self._send(302, b"", {"Location": self.path}, head)
+            return True
+        if fault.status is not None:
+            self._error(fault.status, fault.error_code or "", "injected fault", head)
+            return True
+        if fault.body is None:
+            return False
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(fault.body)))
+        if fault.encoding:
+            self.send_header("Content-Encoding", fault.encoding)
+        self.end_headers()
+        if head:
+            return True
+        if not fault.trickle:
+            self.wfile.write(fault.body)
+            return True
+        for i in range(len(fault.body)):
+            if self.state._stop.wait(fault.trickle):
+                return True
+            try:
+                self.wfile.write(fault.body[i:i + 1])
+                self.wfile.flush()
+            except OSError:  # the client gave up
+                return True
+        return True
 
     def _info(self, repo_id: str, rev: str, query: dict) -> None:
         st = self.state

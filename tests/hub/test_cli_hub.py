@@ -76,10 +76,11 @@ def test_gated_repo_is_exit_3_one_line(hub):
     code, out = run("plan", QWEN, "--gpu", "RTX 4090")
     assert code == 3 and "licen" in out.lower() and "HF_TOKEN" in out
     assert len(out.strip().splitlines()) == 1
-    code, out = run("plan", QWEN, "--gpu", "RTX 4090", "--token", "hf_secret_value_123", "--json")
-    assert code == 3 and "licen" in out.lower()
-    assert "hf_secret_value_123" not in out
-    assert len(out.strip().splitlines()) == 1
+    result = CliRunner().invoke(main, ["plan", QWEN, "--gpu", "RTX 4090", "--token", "hf_secret_value_123", "--json"])
+    assert result.exit_code == 3 and "hf_secret_value_123" not in result.output
+    error = json.loads(result.stdout)["error"]  # --json: the error is a JSON object on stdout
+    assert error["code"] == 3 and error["kind"] == "model_not_found" and "licen" in error["message"].lower()
+    assert len(result.stderr.strip().splitlines()) == 1 and "licen" in result.stderr.lower()
 
 
 def test_unknown_repo_is_exit_3(hub):
@@ -99,7 +100,7 @@ def test_offline_falls_back_to_bundled_catalog_and_says_so(hub):
 def test_hub_unreachable_unknown_model_is_a_clear_error(hub):
     hub.stop()
     code, out = run("plan", "someorg/not-bundled-model", "--gpu", "RTX 4090")
-    assert code == 3 and "not in the bundled catalog" in out
+    assert code == 75 and "not in the bundled catalog: retry later" in out  # unreachable is not "no such model"
 
 
 def test_check_with_hf_id(hub):

@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from fitprobe.catalogs.hub import (
+    Lookup,
     HubAuthError,
     HubMalformedFile,
     HubNotFound,
@@ -19,7 +20,7 @@ from fitprobe.catalogs.hub import (
 )
 
 from .conftest import SHA_A, SHA_B, fixture_bytes, listing_repo, safetensors_bytes
-from .hubserver import FakeRepo
+from .hubserver import FakeRepo, Fault
 
 QWEN = "Qwen/Qwen3-0.6B"
 LLAMA = "meta-llama/Llama-3.1-8B"
@@ -152,26 +153,26 @@ def test_missing_repo_and_missing_revision(hub):
 
 def test_timeout_cold_cache_raises_hub_timeout(hub):
     qwen(hub)
-    hub.info_delay = 5.0  # the fixture's teardown wakes the handler up
+    hub.faults.append(Fault(path=".", delay=5.0))  # every route; the fixture's teardown wakes the handlers
     with pytest.raises(HubTimeout) as e:
-        fetch_model(QWEN, timeout=0.2)
-    assert isinstance(e.value, HubUnavailable) and "did not answer in time" in str(e.value)
+        fetch_model(QWEN, lookup=Lookup(timeout=0.2))
+    assert isinstance(e.value, HubUnavailable) and "did not answer within 0.2 s" in str(e.value)
 
 
 def test_timeout_with_warm_cache_falls_back_to_cache(hub):
     qwen(hub)
     fetch_model(QWEN)
     hub.info_delay = 5.0
-    m = fetch_model(QWEN, timeout=0.2)
+    m = fetch_model(QWEN, lookup=Lookup(timeout=0.2))
     assert m.source == "cache" and m.config["hidden_size"] == 1024
-    assert any("did not answer in time" in n for n in m.notes)
+    assert any("did not answer within 0.2 s" in n for n in m.notes)
 
 
 def test_malformed_config_is_a_one_line_error(hub):
     hub.add(FakeRepo("org/broken", SHA_A, files={"config.json": b'{"model_type": "llama", "hidden_size": 4096,,}'}))
     with pytest.raises(HubMalformedFile) as e:
         fetch_model("org/broken")
-    assert "config.json in org/broken is not valid JSON" in str(e.value) and "\n" not in str(e.value)
+    assert "config.json of org/broken is not valid JSON" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_renamed_repo_redirect_is_followed(hub):

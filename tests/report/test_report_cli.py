@@ -40,7 +40,7 @@ def test_report_text_and_options():
 
 def test_report_bad_option_is_one_line():
     res = CliRunner().invoke(main, ARGS + ["--hours-per-day", "30"])
-    assert res.exit_code == 2 and res.output.strip().count("\n") == 0 and "hours_per_day" in res.output
+    assert res.exit_code == 2 and res.output.strip().count("\n") == 0 and "--hours-per-day" in res.output
 
 
 def test_report_does_not_fit_exit_code_and_diagnosis():
