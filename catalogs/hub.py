@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
-from fitprobe.estimator.fields import doc, record
-
 from fitprobe import errors
 from fitprobe.deadline import DEFAULT_LOOKUP_TIMEOUT_S, Deadline, DeadlinePassed, Job, Lookup, run_within  # noqa: F401
+from fitprobe.estimator.fields import doc, record
 
 from .hub_files import GgufQuantFile, group_gguf_files
 
