@@ -22,8 +22,10 @@ GIB = 1 << 30
 # tensor-parallel rank; 4 x H100 then leaves the 8.11 GiB KV budget vLLM logged for Qwen3-235B-A22B-FP8
 # (vLLM issue 21348). Over PCIe the growth is absent: RTX 3090s under TP logged 0.20 GiB per rank (vLLM
 # PR 14447) and one RTX 3090 0.35 GiB (issue 10517), so without NVLink one rank's share is counted, which
-# is conservative there. Past TP 4 the growth is an extrapolation.
+# is conservative there. Measurements reach TP 4: beyond it the per-rank growth is held at the 4-rank
+# figure rather than extrapolated (linear growth would claim 25 GiB per H200 at TP 8).
 VLLM_NON_TORCH_FRACTION = 1.79 / 79.22
+VLLM_NON_TORCH_MEASURED_RANKS = 4
 # vLLM >= 0.21 profiles CUDA graphs before it sizes the KV cache ("Estimated CUDA graph memory: 0.52 GiB
 # total" for Qwen3-8B, 51 piecewise + 35 full graphs; LMCache issue 3430); older versions did not.
 VLLM_CUDA_GRAPH_BYTES = int(0.52 * GIB)
@@ -126,7 +128,7 @@ def vllm_mxfp4_pad_factor(spec: ModelSpec, tp: int) -> float:
 def vllm_overhead_bytes(tp: int, device_memory_bytes: int, *, nvlink: bool = True, cuda_graphs: bool = True) -> int:
     """Per-rank memory beside weights, activations and KV: non-torch allocations (grow with TP over
     NVLink) and, in current vLLM, the CUDA graphs it captures."""
-    ranks = max(1, tp) if nvlink else 1
+    ranks = min(max(1, tp), VLLM_NON_TORCH_MEASURED_RANKS) if nvlink else 1
     non_torch = int(VLLM_NON_TORCH_FRACTION * device_memory_bytes * ranks)
     return non_torch + (VLLM_CUDA_GRAPH_BYTES if cuda_graphs else 0)
 
