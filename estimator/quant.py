@@ -302,10 +302,23 @@ def _recipe_type(rules: list[TensorRule], t: Tensor, n_layer: int) -> str | None
     return None
 
 
-def _file_type(t: Tensor, spec: ModelSpec, fmt: QuantFormat, st: _MixState) -> str:
-    """The type a tensor has in a GGUF file of this format."""
+def source_types(spec: ModelSpec) -> dict[str, str]:
+    """Type of every text tensor in the 16-bit GGUF the converter writes from the checkpoint
+    (the input of llama-quantize)."""
+    return {t.name: _mxfp4_or(t, spec) or _source_type(t, spec)
+            for t in inventory(spec) if not t.vision and not t.mtp}
+
+
+def _mxfp4_or(t: Tensor, spec: ModelSpec) -> str | None:
     if spec.prequant is not None and spec.prequant.method == "mxfp4" and t.expert and t.quantizable:
         return "MXFP4"  # gpt-oss: the converter writes MXFP4 experts and quantize keeps them
+    return None
+
+
+def _file_type(t: Tensor, spec: ModelSpec, fmt: QuantFormat, st: _MixState) -> str:
+    """The type a tensor has in a GGUF file of this format."""
+    if _mxfp4_or(t, spec):
+        return "MXFP4"
     if t.quantizable:
         rules = _recipe(fmt, spec)
         # a manual override skips llama_tensor_get_type_impl (and its attn_v counter) altogether

@@ -21,7 +21,7 @@ from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Siz
                      smallest_fitting, unified)
 
 PAD = 256  # llama.cpp pads the context to 256 cells
-RPC_PORT = 50052  # rpc-server's default endpoint port (tools/rpc/README.md)
+RPC_PORT = 50052  # ggml-rpc-server's default port (tools/rpc/rpc-server.cpp; the binary was renamed from rpc-server)
 
 
 def moe_offload(mem: MemoryBreakdown, w: WeightBytes, n_cpu: int) -> MemoryBreakdown:
@@ -276,10 +276,10 @@ def _build(inp, fmt, st, sized, reasons, notes, w) -> LaunchPlan:
     setup: list[str] = []
     if nodes > 1:
         hosts = [f"node{i}:{RPC_PORT}" for i in range(1, nodes)]
-        setup = [f"rpc-server -H 0.0.0.0 -p {RPC_PORT}  # on node{i}" for i in range(1, nodes)]
+        setup = [f"ggml-rpc-server -H 0.0.0.0 -p {RPC_PORT}  # on node{i}" for i in range(1, nodes)]
         flags.append(Flag(flag="--rpc", value=",".join(hosts),
                           reason=f"{len(hw.devices)} GPUs span {nodes} nodes of {inp.gpus_per_node}: the other nodes' "
-                                 f"GPUs join through rpc-server (RPC backend; insecure, trusted network only)"))
+                                 f"GPUs join through ggml-rpc-server (RPC backend; insecure, trusted network only)"))
         notes.append("replace node1.. with the other hosts' addresses")
     command = render(["llama-server"], flags)
     gl = (n + 1 if st.gpu_layers is None else st.gpu_layers) if hw.devices else 0
