@@ -199,6 +199,12 @@ def _ffn(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
     return out
 
 
+# The converter names the pre-FFN norm after the checkpoint's `post_attention_layernorm` for these
+# (llama.cpp src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp: LLM_TENSOR_ATTN_POST_NORM).
+_PRE_FFN_NORM = {a: "post_attention_norm" for a in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
+                                                     "qwen3_5_moe_text")}
+
+
 def _block(spec: ModelSpec, i: int, *, mtp: bool = False) -> list[Tensor]:
     p, d = f"blk.{i}.", spec.hidden_size
     layer = spec.layers[min(i, spec.n_layers - 1)]
@@ -210,7 +216,7 @@ def _block(spec: ModelSpec, i: int, *, mtp: bool = False) -> list[Tensor]:
     if spec.post_norms:
         out.append(Tensor(f"{p}post_attention_norm.weight", (d,), i))
     if layer.ffn != "none":
-        out.append(Tensor(f"{p}ffn_norm.weight", (d,), i))
+        out.append(Tensor(f"{p}{_PRE_FFN_NORM.get(spec.architecture, 'ffn_norm')}.weight", (d,), i))
         out += _ffn(spec, min(i, spec.n_layers - 1), p)
         if spec.post_norms:
             out.append(Tensor(f"{p}post_ffw_norm.weight", (d,), i))

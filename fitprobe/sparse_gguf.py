@@ -28,7 +28,7 @@ LLAMA_ARCH = {
     "qwen2": "qwen2", "qwen2_moe": "qwen2moe", "qwen3": "qwen3", "qwen3_moe": "qwen3moe",
     "phi3": "phi3", "gemma2": "gemma2", "gemma3_text": "gemma3", "gemma3": "gemma3",
     "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2", "kimi_k2": "deepseek2",
-    "gpt_oss": "gpt-oss",
+    "gpt_oss": "gpt-oss", "qwen3_next": "qwen3next",
 }
 # llama_model_deepseek2::load_arch_hparams: LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID for V3-style routers
 _GATING_SIGMOID = 2
@@ -83,6 +83,11 @@ def metadata(spec: ModelSpec) -> dict[str, object]:
     if windows:
         kv[f"{a}.attention.sliding_window"] = max(windows)
         kv[f"{a}.attention.sliding_window_pattern"] = [layer.attention != "full" for layer in spec.layers]
+    if spec.ssm is not None and spec.ssm.kind == "gdn":
+        s = spec.ssm  # llama_model_qwen3next::load_arch_hparams; n_embd_r / n_embd_s in llama-hparams.cpp
+        kv |= {f"{a}.ssm.conv_kernel": s.d_conv, f"{a}.ssm.inner_size": s.d_inner, f"{a}.ssm.state_size": s.d_state,
+               f"{a}.ssm.time_step_rank": s.n_v_heads, f"{a}.ssm.group_count": s.n_group,
+               f"{a}.full_attention_interval": _full_attention_interval(spec)}
     if spec.mla is not None:
         m = spec.mla
         # llama.cpp stores MLA as absorbed MQA: one "head" of the latent (+ rope part) for K, the latent for V
@@ -98,6 +103,15 @@ def metadata(spec: ModelSpec) -> dict[str, object]:
         if spec.architecture != "deepseek_v2":
             kv[f"{a}.expert_gating_func"] = _GATING_SIGMOID
     return kv
+
+
+def _full_attention_interval(spec: ModelSpec) -> int:
+    """Hybrid models mark every k-th layer as full attention (layer i is full iff (i + 1) % k == 0)."""
+    full = [layer.attention == "full" for layer in spec.layers]
+    k = full.index(True) + 1 if True in full else len(full) + 1
+    if full != [(i + 1) % k == 0 for i in range(len(full))]:
+        raise UnsupportedArchitecture(f"{spec.architecture}: attention layers are not every k-th layer")
+    return k
 
 
 def write_sparse_gguf(spec: ModelSpec, path: str | os.PathLike, types: Mapping[str, str], *,

@@ -231,3 +231,22 @@ def verify_plan(tool: str, inp, *, timeout_s: int = DEFAULT_TIMEOUT_S) -> Verify
         result.notes.append("llama.cpp read a sparse GGUF written from fitprobe's model description "
                             "(tensor names, shapes and types of this quant; no weights)")
     return result
+
+
+def render_verify(v: VerifyResult) -> list[str]:
+    """The --verify section of the human report: llama.cpp's projection beside fitprobe's, per component."""
+    from fitprobe.estimator.llama_rules import LLAMA_CPP_BUILD
+
+    head = f"llama.cpp's own projection (llama-fit-params, {v.gguf or 'GGUF'}; rules checked on b{LLAMA_CPP_BUILD})"
+    if v.error and not v.components:
+        return [head, f"  failed: {v.error}"]
+    lines = [head, f"  {'device':<10}{'component':<10}{'llama.cpp MiB':>15}{'fitprobe MiB':>14}{'diff':>8}"]
+    for c in v.components:
+        ours = "" if c.fitprobe_mib is None else str(c.fitprobe_mib)
+        diff = "" if c.difference_mib is None else f"{c.difference_mib:+d}"
+        lines.append(f"  {c.device:<10}{c.component:<10}{c.llama_mib:>15}{ours:>14}{diff:>8}")
+    if v.fitted_args:
+        lines.append(f"  llama.cpp's fitter chose: {v.fitted_args}")
+    elif v.error:
+        lines.append(f"  fitter: {v.error}")
+    return lines
