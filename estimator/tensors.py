@@ -129,10 +129,16 @@ def _ssm(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
     if s.kind == "gdn":
         qkvz = 2 * s.n_k_heads * s.k_head_dim + 2 * s.n_v_heads * s.v_head_dim
         conv_ch = 2 * s.n_k_heads * s.k_head_dim + s.n_v_heads * s.v_head_dim
-        return [Tensor(f"{p}ssm_in.weight", (d, qkvz), i), Tensor(f"{p}ssm_ba.weight", (d, 2 * s.n_v_heads), i),
-                Tensor(f"{p}ssm_conv1d.weight", (s.d_conv, conv_ch), i), Tensor(f"{p}ssm_dt.bias", (s.n_v_heads,), i),
-                Tensor(f"{p}ssm_a", (s.n_v_heads,), i), Tensor(f"{p}ssm_norm.weight", (s.v_head_dim,), i),
-                Tensor(f"{p}ssm_out.weight", (s.n_v_heads * s.v_head_dim, d), i)]
+        value = s.n_v_heads * s.v_head_dim
+        if spec.architecture.startswith("qwen3_5"):
+            # Qwen3.5 checkpoints keep q/k/v, the gate z, beta and alpha apart (llama.cpp src/models/qwen35.cpp)
+            proj = [Tensor(f"{p}attn_qkv.weight", (d, conv_ch), i), Tensor(f"{p}attn_gate.weight", (d, value), i),
+                    Tensor(f"{p}ssm_beta.weight", (d, s.n_v_heads), i), Tensor(f"{p}ssm_alpha.weight", (d, s.n_v_heads), i)]
+        else:
+            proj = [Tensor(f"{p}ssm_in.weight", (d, qkvz), i), Tensor(f"{p}ssm_ba.weight", (d, 2 * s.n_v_heads), i)]
+        return proj + [Tensor(f"{p}ssm_conv1d.weight", (s.d_conv, conv_ch), i),
+                       Tensor(f"{p}ssm_dt.bias", (s.n_v_heads,), i), Tensor(f"{p}ssm_a", (s.n_v_heads,), i),
+                       Tensor(f"{p}ssm_norm.weight", (s.v_head_dim,), i), Tensor(f"{p}ssm_out.weight", (value, d), i)]
     if s.kind == "mamba2":
         conv_ch = s.d_inner + 2 * s.n_group * s.d_state
         return [Tensor(f"{p}ssm_in.weight", (d, s.d_inner + conv_ch + s.n_heads), i),

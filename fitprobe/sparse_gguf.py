@@ -29,6 +29,7 @@ LLAMA_ARCH = {
     "phi3": "phi3", "gemma2": "gemma2", "gemma3_text": "gemma3", "gemma3": "gemma3",
     "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2", "kimi_k2": "deepseek2",
     "gpt_oss": "gpt-oss", "qwen3_next": "qwen3next",
+    "qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe", "qwen3_5_moe_text": "qwen35moe",
 }
 # llama_model_deepseek2::load_arch_hparams: LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID for V3-style routers
 _GATING_SIGMOID = 2
@@ -88,6 +89,8 @@ def metadata(spec: ModelSpec) -> dict[str, object]:
         kv |= {f"{a}.ssm.conv_kernel": s.d_conv, f"{a}.ssm.inner_size": s.d_inner, f"{a}.ssm.state_size": s.d_state,
                f"{a}.ssm.time_step_rank": s.n_v_heads, f"{a}.ssm.group_count": s.n_group,
                f"{a}.full_attention_interval": _full_attention_interval(spec)}
+        if a.startswith("qwen35"):  # required by llama_model_qwen35*::load_arch_hparams; M-RoPE numerics only
+            kv[f"{a}.rope.dimension_sections"] = [0, 0, 0, 0]
     if spec.mla is not None:
         m = spec.mla
         # llama.cpp stores MLA as absorbed MQA: one "head" of the latent (+ rope part) for K, the latent for V

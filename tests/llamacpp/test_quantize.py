@@ -1,6 +1,8 @@
 """Weights: fitprobe's per-tensor GGUF type and bytes equal `llama-quantize --dry-run`'s, tensor by tensor."""
 from __future__ import annotations
 
+import struct
+
 import pytest
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
@@ -31,23 +33,42 @@ def _rows(shape: tuple[int, ...]) -> int:
     return rows
 
 
+def legacy_imatrix(spec, path) -> str:
+    """An importance matrix in llama.cpp's legacy format (common/imatrix-loader.cpp): for every quantizable
+    tensor, ne0 x n_expert ones. Its values never matter to a dry run; its presence switches llama-quantize
+    to the with-imatrix rules (qs.has_imatrix), the way fitprobe's `imatrix=True` does."""
+    entries = [t for t in inventory(spec) if t.quantizable and not t.mtp]
+    with open(path, "wb") as f:
+        f.write(struct.pack("<i", len(entries)))
+        for t in entries:
+            name = t.name.encode()
+            nval = t.shape[0] * (t.shape[2] if len(t.shape) > 2 else 1)
+            f.write(struct.pack("<i", len(name)) + name + struct.pack("<ii", 1, nval))
+            f.write(struct.pack(f"<{nval}f", *([1.0] * nval)))
+    return str(path)
+
+
 @pytest.mark.parametrize("model", supported_models())
-def test_every_tensor_type_and_size(model, llama_bin, source_gguf, table):
+def test_every_tensor_type_and_size(model, llama_bin, source_gguf, table, tmp_path):
     spec = spec_of(model)
     shapes = {t.name: t.shape for t in inventory(spec) if not t.vision and not t.mtp}
     path = source_gguf(model)
     mismatches = []
-    for fmt in gguf_formats():
+    imatrix = legacy_imatrix(spec, tmp_path / "imatrix.dat")
+    # every type without an importance matrix; the IQ types (which llama.cpp makes with one) also with one
+    runs = [(fmt, False) for fmt in gguf_formats()] + [(f, True) for f in gguf_formats() if f.ftype.startswith("IQ")]
+    for fmt, with_imatrix in runs:
         if fmt.ftype == "MXFP4_MOE" and spec.moe is None:
             continue
-        theirs, quant_mib = quantize_dry_run(str(llama_bin / "llama-quantize"), path, fmt.ftype)
+        theirs, quant_mib = quantize_dry_run(str(llama_bin / "llama-quantize"), path, fmt.ftype,
+                                             imatrix=imatrix if with_imatrix else None)
         assert len(theirs) == len(shapes), f"{model}: llama-quantize saw {len(theirs)} tensors, fitprobe {len(shapes)}"
-        ours = tensor_types(spec, fmt, imatrix=False)
+        ours = tensor_types(spec, fmt, imatrix=with_imatrix)
         total = 0
         for t in theirs:
             assert t.shape == shapes[t.name], f"{model} {t.name}: llama.cpp shape {t.shape}, fitprobe {shapes[t.name]}"
             if ours[t.name] != t.type:
-                mismatches.append(f"{fmt.name} {t.name}: fitprobe {ours[t.name]}, llama.cpp {t.type}")
+                mismatches.append(f"{fmt.name}{'+imatrix' if with_imatrix else ''} {t.name}: fitprobe {ours[t.name]}, llama.cpp {t.type}")
             theirs_bytes = llama_bytes(t.shape, t.type)
             ours_bytes = table.ggml_types[ours[t.name]].row_bytes(t.shape[0]) * (t_rows := _rows(t.shape))
             if ours_bytes != theirs_bytes and ours[t.name] == t.type:
@@ -56,5 +77,5 @@ def test_every_tensor_type_and_size(model, llama_bin, source_gguf, table):
             total += theirs_bytes
         assert abs(total / MIB - quant_mib) <= 0.005 + 1e-9, f"{model} {fmt.name}: {total / MIB:.3f} vs {quant_mib}"
         if not mismatches:
-            assert weight_bytes(spec, fmt, table, imatrix=False).total == total, f"{model} {fmt.name} total bytes"
+            assert weight_bytes(spec, fmt, table, imatrix=with_imatrix).total == total, f"{model} {fmt.name} total bytes"
     assert not mismatches, f"{model}: {len(mismatches)} tensor types differ, first: " + "; ".join(mismatches[:5])
