@@ -26,6 +26,13 @@ def llama_bytes(shape: tuple[int, ...], type_name: str) -> int:
     return _rows(shape) * (shape[0] // block) * size
 
 
+def kept_mxfp4(spec, fmt, name: str) -> bool:
+    """gpt-oss experts: fitprobe sizes the published GGUFs, whose experts stay MXFP4 at every type; plain
+    llama-quantize would requantize them (a known, documented difference, not checked here)."""
+    mxfp4 = spec.prequant is not None and spec.prequant.method == "mxfp4"
+    return mxfp4 and fmt.ftype != "MXFP4_MOE" and "_exps." in name
+
+
 def _rows(shape: tuple[int, ...]) -> int:
     rows = 1
     for n in shape[1:]:
@@ -34,17 +41,15 @@ def _rows(shape: tuple[int, ...]) -> int:
 
 
 def legacy_imatrix(spec, path) -> str:
-    """An importance matrix in llama.cpp's legacy format (common/imatrix-loader.cpp): for every quantizable
-    tensor, ne0 x n_expert ones. Its values never matter to a dry run; its presence switches llama-quantize
-    to the with-imatrix rules (qs.has_imatrix), the way fitprobe's `imatrix=True` does."""
-    entries = [t for t in inventory(spec) if t.quantizable and not t.mtp]
+    """An importance matrix in llama.cpp's legacy format (common/imatrix-loader.cpp) for one tensor of the
+    first block. Its values never matter to a dry run; its presence switches
+    llama-quantize to the with-imatrix rules (qs.has_imatrix, src/llama-quant.cpp l. 1001), the way fitprobe's
+    `imatrix=True` does. (One entry keeps the file small; a full one for a 128-expert model is 150 MB.)"""
+    t = next(t for t in inventory(spec) if t.quantizable and t.layer == 0 and not t.expert)
+    name = t.name.encode()
     with open(path, "wb") as f:
-        f.write(struct.pack("<i", len(entries)))
-        for t in entries:
-            name = t.name.encode()
-            nval = t.shape[0] * (t.shape[2] if len(t.shape) > 2 else 1)
-            f.write(struct.pack("<i", len(name)) + name + struct.pack("<ii", 1, nval))
-            f.write(struct.pack(f"<{nval}f", *([1.0] * nval)))
+        f.write(struct.pack("<i", 1) + struct.pack("<i", len(name)) + name + struct.pack("<ii", 1, t.shape[0]))
+        f.write(struct.pack(f"<{t.shape[0]}f", *([1.0] * t.shape[0])))
     return str(path)
 
 
@@ -67,15 +72,16 @@ def test_every_tensor_type_and_size(model, llama_bin, source_gguf, table, tmp_pa
         total = 0
         for t in theirs:
             assert t.shape == shapes[t.name], f"{model} {t.name}: llama.cpp shape {t.shape}, fitprobe {shapes[t.name]}"
-            if ours[t.name] != t.type:
+            if ours[t.name] != t.type and not kept_mxfp4(spec, fmt, t.name):
                 mismatches.append(f"{fmt.name}{'+imatrix' if with_imatrix else ''} {t.name}: fitprobe {ours[t.name]}, llama.cpp {t.type}")
             theirs_bytes = llama_bytes(t.shape, t.type)
             ours_bytes = table.ggml_types[ours[t.name]].row_bytes(t.shape[0]) * (t_rows := _rows(t.shape))
             if ours_bytes != theirs_bytes and ours[t.name] == t.type:
                 mismatches.append(f"{fmt.name} {t.name}: {t.type} is {ours_bytes} B in fitprobe's table, "
                                   f"{theirs_bytes} B in ggml ({t_rows} rows)")
-            total += theirs_bytes
-        assert abs(total / MIB - quant_mib) <= 0.005 + 1e-9, f"{model} {fmt.name}: {total / MIB:.3f} vs {quant_mib}"
+            total += ours_bytes if kept_mxfp4(spec, fmt, t.name) else theirs_bytes
+        if not any(kept_mxfp4(spec, fmt, t.name) for t in theirs):
+            assert abs(total / MIB - quant_mib) <= 0.005 + 1e-9, f"{model} {fmt.name}: {total / MIB:.3f} vs {quant_mib}"
         if not mismatches:
             assert weight_bytes(spec, fmt, table, imatrix=with_imatrix).total == total, f"{model} {fmt.name} total bytes"
     assert not mismatches, f"{model}: {len(mismatches)} tensor types differ, first: " + "; ".join(mismatches[:5])
