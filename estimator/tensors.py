@@ -206,9 +206,9 @@ def _ffn(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
 
 
 # The converter names the pre-FFN norm after the checkpoint's `post_attention_layernorm` for these
-# (llama.cpp src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp: LLM_TENSOR_ATTN_POST_NORM).
+# (llama.cpp src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp, openai-moe.cpp: LLM_TENSOR_ATTN_POST_NORM).
 _PRE_FFN_NORM = {a: "post_attention_norm" for a in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
-                                                     "qwen3_5_moe_text")}
+                                                     "qwen3_5_moe_text", "gpt_oss")}
 
 
 def _block(spec: ModelSpec, i: int, *, mtp: bool = False) -> list[Tensor]:

@@ -65,7 +65,10 @@ def metadata(spec: ModelSpec) -> dict[str, object]:
         f"{a}.feed_forward_length": _per_layer([layer.ffn_size if layer.ffn == "dense" else spec.intermediate_size
                                                 for layer in spec.layers]),
         f"{a}.attention.head_count": spec.n_heads,
-        f"{a}.attention.head_count_kv": _per_layer([layer.n_kv_heads for layer in spec.layers]),
+        # one value when the attention layers agree (converters write an int; recurrent layers ignore it,
+        # and a 0 there would make llama.cpp's n_gqa() - read at layer 0 - zero)
+        f"{a}.attention.head_count_kv": (attn[0].n_kv_heads if len({x.n_kv_heads for x in attn}) == 1
+                                         else [layer.n_kv_heads for layer in spec.layers]),
         f"{a}.attention.key_length": spec.head_dim,
         f"{a}.attention.value_length": spec.v_head_dim,
         f"{a}.attention.layer_norm_rms_epsilon": 1e-6,

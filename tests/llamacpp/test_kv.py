@@ -10,7 +10,7 @@ import pytest
 
 from fitprobe.estimator.kv import kv_cache
 from fitprobe.estimator.settings import RunSettings
-from fitprobe.llama_tools import MIB, fit_print, printed_mib_matches
+from fitprobe.llama_tools import MIB, fit_print, kv_printed, printed_mib_matches
 
 from .conftest import spec_of, supported_models
 
@@ -35,17 +35,16 @@ def test_kv_cache_lines(model, llama_bin, source_gguf):
     path = source_gguf(model)
     for ctx, seqs, kv, fa, ub in SETTINGS:
         st = RunSettings(context=ctx, batch=seqs, kv_cache_dtype=kv, flash_attention=fa, ubatch=ub)
-        _, log = fit_print(str(llama_bin / "llama-fit-params"), path, llama_args(st))
+        # the KV lines are printed when the cache is created; b11434 aborts later on a few graphs (Phi-3, 3 slots)
+        _, log = fit_print(str(llama_bin / "llama-fit-params"), path, llama_args(st), done=kv_printed)
         ours = kv_cache(spec, st)
         where = f"{model} ctx={ctx} np={seqs} {kv} fa={'on' if fa else 'off'} ub={ub}"
         assert log.kv, f"{where}: llama.cpp printed no KV cache line"
-        attn_bytes = ours.full + ours.windowed + ours.latent + ours.indexer
         # iSWA prints the full-attention cache first, then the sliding-window one
         expected = [b for b in (ours.full + ours.latent + ours.indexer, ours.windowed) if b]
         printed = [line.mib for line in log.kv]
         assert len(printed) == len(expected) and all(printed_mib_matches(b, p) for b, p in zip(expected, printed)), \
             f"{where}: llama.cpp {printed} MiB, fitprobe {[round(b / MIB, 2) for b in expected]} MiB"
-        assert printed_mib_matches(attn_bytes, sum(line.k_mib + line.v_mib for line in log.kv)) or len(log.kv) > 1
         if ours.recurrent:
             rs = sum(line.r_mib + line.s_mib for line in log.recurrent)
             assert printed_mib_matches(ours.recurrent, rs), f"{where}: recurrent {rs} MiB vs {ours.recurrent / MIB:.2f}"
