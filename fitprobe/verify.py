@@ -192,7 +192,9 @@ def project(tool: str, gguf: str, inp, *, timeout_s: int) -> tuple[list[str], li
     from fitprobe.estimator.launch.common import size
     from fitprobe.llama_tools import ToolError, fit_print
 
-    args = plan_flags(inp)
+    # --no-repack: weights repacked for the CPU live in the CPU_REPACK extra buffer, which fit-print's Host
+    # line leaves out (common/fit.cpp counts host buffer types only); the bytes are the same either way
+    args = plan_flags(inp) + ["--no-repack"]
     cmd = [tool, "-m", gguf, "--fit-print", "on", *args]
     try:
         devices, _ = fit_print(tool, gguf, args, timeout_s=timeout_s)
