@@ -10,6 +10,7 @@ fails the test (llama-server exits with "error: invalid argument").
 """
 from __future__ import annotations
 
+import re
 import shlex
 import socket
 import subprocess
@@ -102,7 +103,9 @@ def substitute(argv: list[str], model: str, rpc: str | None) -> list[str]:
 def test_printed_command_starts_llama_server(model, gpu, count, quant, ctx, seqs, kv, shown, llama_bin, tmp_path):
     inp = make_input(model, gpu, count, quant=quant, ctx=ctx, batch=seqs, kv=kv, engine="llama.cpp")
     plan = llama_cpp.plan(inp)
-    argv = shlex.split(plan.command.split("\n")[-1] if "\n" in plan.command else plan.command)
+    line = plan.command.split("\n")[-1]
+    # the model argument may be a shell substitution that finds a split GGUF's first part: one word here
+    argv = shlex.split(re.sub(r"\$\([^)]*\)", "MODEL", line))
     argv = [a for a in argv if a != "\\"]
     assert argv[0] == "llama-server" and shown in argv, plan.command
     gguf = tmp_path / "model.gguf"
@@ -146,3 +149,14 @@ def test_fit_params_arguments_are_accepted(kv, fa, seqs, ub, llama_bin, tmp_path
     cmd = fit_params_command(str(llama_bin / "llama-fit-params"), str(gguf), st)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0 and "invalid argument" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_documented_llama_server_options_exist_in_the_pinned_build(llama_bin):
+    """catalogs/data/engine_flags.json (the options a plan may print) against the pinned llama-server's --help."""
+    from fitprobe.catalogs.engine_flags import load_engine_flags
+
+    proc = subprocess.run([str(llama_bin / "llama-server"), "--help"], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    words = set((proc.stdout + proc.stderr).replace(",", " ").split())
+    missing = [f.names for f in load_engine_flags()["llama.cpp"].flags if not words & set(f.names)]
+    assert not missing, f"documented options the b11434 llama-server does not have: {missing}"
