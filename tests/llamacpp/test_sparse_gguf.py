@@ -56,3 +56,14 @@ def test_types_must_cover_the_inventory(tmp_path):
     types.pop("output_norm.weight")
     with pytest.raises(ValueError, match="output_norm.weight"):
         write_sparse_gguf(spec, tmp_path / "x.gguf", types)
+
+
+def test_build_script_pins_the_build_the_rules_name():
+    """scripts/build_llama_cpp.sh builds the llama.cpp that LLAMA_CPP_BUILD (and the JSON contract) names."""
+    import re
+    from pathlib import Path
+
+    from fitprobe.estimator.llama_rules import LLAMA_CPP_BUILD
+
+    script = (Path(__file__).parents[2] / "scripts" / "build_llama_cpp.sh").read_text()
+    assert re.search(r'BUILD="\$\{LLAMA_CPP_BUILD:-(\d+)\}"', script).group(1) == str(LLAMA_CPP_BUILD)
