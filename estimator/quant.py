@@ -118,6 +118,7 @@ class _MixState:
         self.is_70b = spec.n_layers == 80 and spec.hidden_size == 8192 and spec.moe is None
         self.n_attn_v = n_attn_v
         self.i_attn_v = 0
+        self.i_ffn_down = 0  # ffn_down* tensors seen so far, in llama.cpp's order (by layer, then name)
         self.imatrix = imatrix
 
     @classmethod
@@ -154,10 +155,14 @@ def gguf_tensor_type(ftype: str, t: Tensor, st: _MixState) -> str:
             st.i_attn_v += 1
         elif name.endswith("attn_k.weight") and st.n_expert == 8:
             new = "Q4_K"
-        elif "ffn_down" in name and i < n // 8:
-            new = "IQ3_S" if ftype in _IQ2SM else "Q2_K"
+        elif "ffn_down" in name:
+            # this branch counts ffn_down tensors (dense, routed and shared alike), not layers:
+            # llama-quant.cpp l. 553-557 `qs.i_ffn_down < qs.n_ffn_down/8` (checked on b11434, DeepSeek IQ2_XS)
+            if st.i_ffn_down < n // 8:
+                new = "IQ3_S" if ftype in _IQ2SM else "Q2_K"
+            st.i_ffn_down += 1
         elif name.endswith("attn_output.weight"):
-            if st.n_expert == 8:
+            if st.n_expert == 8:  # llama-quant.cpp l. 558-561 (Mixtral)
                 new = "Q5_K"
             elif ftype in ("IQ1_S", "IQ1_M"):
                 new = "IQ2_XXS"
@@ -170,7 +175,7 @@ def gguf_tensor_type(ftype: str, t: Tensor, st: _MixState) -> str:
 
 def _kquant_type(ftype: str, new: str, t: Tensor, st: _MixState) -> str:
     name, i, n = t.name, t.layer if t.layer is not None else 0, st.n_layer
-    if _is_v(name) and not name.endswith("attn_qkv.weight"):
+    if _is_v(name):  # attn_v, fused attn_qkv and attn_kv_b share one rule (category_is_attn_v, l. 157)
         j, nv = st.i_attn_v, st.n_attn_v
         st.i_attn_v += 1
         if ftype == "Q2_K":
@@ -203,6 +208,7 @@ def _kquant_type(ftype: str, new: str, t: Tensor, st: _MixState) -> str:
     elif name.endswith("attn_q.weight"):
         new = {"IQ3_XS": "IQ3_XXS", "IQ3_XXS": "IQ2_S"}.get(ftype, new)
     elif "ffn_down" in name:
+        st.i_ffn_down += 1  # llama-quant.cpp l. 668; this path reads the layer from the name instead
         if ftype == "Q2_K":
             new = "Q3_K"
         elif ftype == "IQ3_XXS" and not st.imatrix:
@@ -227,10 +233,6 @@ def _kquant_type(ftype: str, new: str, t: Tensor, st: _MixState) -> str:
         else:
             new = {"Q2_K": "Q3_K", "IQ3_XXS": "IQ3_S", "Q3_K_M": "Q4_K", "Q3_K_L": "Q5_K",
                    "IQ3_M": "Q4_K"}.get(ftype, new)
-    elif name.endswith("attn_qkv.weight"):
-        st.i_attn_v += 1
-        new = {"Q3_K_M": "Q4_K", "Q3_K_L": "Q4_K", "IQ3_M": "Q4_K", "Q4_K_M": "Q5_K",
-               "Q5_K_M": "Q6_K"}.get(ftype, new)
     elif ("ffn_gate" in name or "ffn_up" in name) and "ffn_gate_inp" not in name:
         if ftype == "IQ3_XS" and n // 8 <= i < 7 * n // 8:
             new = "IQ3_XXS"
@@ -302,10 +304,25 @@ def _recipe_type(rules: list[TensorRule], t: Tensor, n_layer: int) -> str | None
     return None
 
 
+def source_types(spec: ModelSpec) -> dict[str, str]:
+    """Type of every text tensor in the 16-bit GGUF the converter writes from the checkpoint
+    (the input of llama-quantize)."""
+    return {t.name: _mxfp4_or(t, spec) or _source_type(t, spec)
+            for t in inventory(spec) if not t.vision and not t.mtp}
+
+
+def _mxfp4_or(t: Tensor, spec: ModelSpec) -> str | None:
+    if spec.prequant is not None and spec.prequant.method == "mxfp4" and t.expert and t.quantizable:
+        # gpt-oss: the converter writes MXFP4 experts and the published GGUFs of every type keep them
+        # (llama-quantize on its own would requantize them: the b11434 dry run gives Q5_0/Q8_0 experts at Q4_K_M)
+        return "MXFP4"
+    return None
+
+
 def _file_type(t: Tensor, spec: ModelSpec, fmt: QuantFormat, st: _MixState) -> str:
     """The type a tensor has in a GGUF file of this format."""
-    if spec.prequant is not None and spec.prequant.method == "mxfp4" and t.expert and t.quantizable:
-        return "MXFP4"  # gpt-oss: the converter writes MXFP4 experts and quantize keeps them
+    if _mxfp4_or(t, spec):
+        return "MXFP4"
     if t.quantizable:
         rules = _recipe(fmt, spec)
         # a manual override skips llama_tensor_get_type_impl (and its attn_v counter) altogether
@@ -327,6 +344,7 @@ class _Prepared(NamedTuple):
     static_ids: list[int]  # equal ids = identical block structure
     dynamic_ids: list[int]
     v_counts: list[int]
+    down_counts: list[int]  # ffn_down* tensors per block
 
 
 def _signature(tensors: list[Tensor]) -> tuple:
@@ -358,7 +376,8 @@ def _prepare(spec: ModelSpec) -> _Prepared:
     return _Prepared(text, [tuple(x) for x in static], [tuple(x) for x in dynamic], tuple(outside),
                      any(t.name == "output.weight" for t in text), sum(1 for t in text if _is_v(t.name)),
                      _ids(signatures), _ids([_signature(layer) for layer in dynamic]),
-                     [sum(1 for t in layer if _is_v(t.name)) for layer in dynamic])
+                     [sum(1 for t in layer if _is_v(t.name)) for layer in dynamic],
+                     [sum(1 for t in layer if "ffn_down" in t.name) for layer in dynamic])
 
 
 def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatrix: bool | None = None) -> WeightBytes:
@@ -409,11 +428,13 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
         # attn_v / ffn_down types depend on the layer only through these predicates (see _kquant_type)
         first_v, count_v = st.i_attn_v, prep.v_counts[i]
         key = (prep.dynamic_ids[i], i < n // 16, i < n // 8, _more_bits(i, n),
-               tuple((j < 2, j < 4, _more_bits(j, nv)) for j in range(first_v, first_v + count_v)))
+               tuple((j < 2, j < 4, _more_bits(j, nv)) for j in range(first_v, first_v + count_v)),
+               tuple(c < n // 8 for c in range(st.i_ffn_down, st.i_ffn_down + prep.down_counts[i])))
         known = key in blocks
         dyn_b, dyn_e = block(key, prep.dynamic[i])
         if known:
             st.i_attn_v += count_v  # sizing the block would have advanced the attn_v counter
+            st.i_ffn_down += prep.down_counts[i]  # ... and the ffn_down one
         per_layer[i], experts[i] = static_b + dyn_b, static_e + dyn_e
     for key, count in uses.items():
         for ty, b in blocks[key][2].items():

@@ -129,10 +129,16 @@ def _ssm(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
     if s.kind == "gdn":
         qkvz = 2 * s.n_k_heads * s.k_head_dim + 2 * s.n_v_heads * s.v_head_dim
         conv_ch = 2 * s.n_k_heads * s.k_head_dim + s.n_v_heads * s.v_head_dim
-        return [Tensor(f"{p}ssm_in.weight", (d, qkvz), i), Tensor(f"{p}ssm_ba.weight", (d, 2 * s.n_v_heads), i),
-                Tensor(f"{p}ssm_conv1d.weight", (s.d_conv, conv_ch), i), Tensor(f"{p}ssm_dt.bias", (s.n_v_heads,), i),
-                Tensor(f"{p}ssm_a", (s.n_v_heads,), i), Tensor(f"{p}ssm_norm.weight", (s.v_head_dim,), i),
-                Tensor(f"{p}ssm_out.weight", (s.n_v_heads * s.v_head_dim, d), i)]
+        value = s.n_v_heads * s.v_head_dim
+        if spec.architecture.startswith("qwen3_5"):
+            # Qwen3.5 checkpoints keep q/k/v, the gate z, beta and alpha apart (llama.cpp src/models/qwen35.cpp)
+            proj = [Tensor(f"{p}attn_qkv.weight", (d, conv_ch), i), Tensor(f"{p}attn_gate.weight", (d, value), i),
+                    Tensor(f"{p}ssm_beta.weight", (d, s.n_v_heads), i), Tensor(f"{p}ssm_alpha.weight", (d, s.n_v_heads), i)]
+        else:
+            proj = [Tensor(f"{p}ssm_in.weight", (d, qkvz), i), Tensor(f"{p}ssm_ba.weight", (d, 2 * s.n_v_heads), i)]
+        return proj + [Tensor(f"{p}ssm_conv1d.weight", (s.d_conv, conv_ch), i),
+                       Tensor(f"{p}ssm_dt.bias", (s.n_v_heads,), i), Tensor(f"{p}ssm_a", (s.n_v_heads,), i),
+                       Tensor(f"{p}ssm_norm.weight", (s.v_head_dim,), i), Tensor(f"{p}ssm_out.weight", (value, d), i)]
     if s.kind == "mamba2":
         conv_ch = s.d_inner + 2 * s.n_group * s.d_state
         return [Tensor(f"{p}ssm_in.weight", (d, s.d_inner + conv_ch + s.n_heads), i),
@@ -199,6 +205,12 @@ def _ffn(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
     return out
 
 
+# The converter names the pre-FFN norm after the checkpoint's `post_attention_layernorm` for these
+# (llama.cpp src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp, openai-moe.cpp: LLM_TENSOR_ATTN_POST_NORM).
+_PRE_FFN_NORM = {a: "post_attention_norm" for a in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
+                                                     "qwen3_5_moe_text", "gpt_oss")}
+
+
 def _block(spec: ModelSpec, i: int, *, mtp: bool = False) -> list[Tensor]:
     p, d = f"blk.{i}.", spec.hidden_size
     layer = spec.layers[min(i, spec.n_layers - 1)]
@@ -210,7 +222,7 @@ def _block(spec: ModelSpec, i: int, *, mtp: bool = False) -> list[Tensor]:
     if spec.post_norms:
         out.append(Tensor(f"{p}post_attention_norm.weight", (d,), i))
     if layer.ffn != "none":
-        out.append(Tensor(f"{p}ffn_norm.weight", (d,), i))
+        out.append(Tensor(f"{p}{_PRE_FFN_NORM.get(spec.architecture, 'ffn_norm')}.weight", (d,), i))
         out += _ffn(spec, min(i, spec.n_layers - 1), p)
         if spec.post_norms:
             out.append(Tensor(f"{p}post_ffw_norm.weight", (d,), i))

@@ -121,7 +121,7 @@ def size_options(f):
                      help="gate: the plan must serve this many tokens per sequence (sizes at least this context)"),
         click.option("--require-tps", type=positive(1e6), default=None, help="gate: decode tokens/s per sequence the plan must reach"),
         click.option("--strict", is_flag=True, help="gate: a 'tight' verdict fails"),
-        click.option("--verify", is_flag=True, help="run llama.cpp's llama-fit-params on the local GGUF and compare"),
+        click.option("--verify", is_flag=True, help="run llama.cpp's llama-fit-params on this model and quant (a sparse GGUF, no download) and compare"),
         click.option("--llama-fit-params", "fit_params_path", default=None, help="path of llama-fit-params (default: PATH)"),
     ]
     for opt in reversed(opts):

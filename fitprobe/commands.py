@@ -113,15 +113,13 @@ def requirements_from(opts: dict, min_margin: int):
 
 def attach_verify(sized, opts: dict) -> None:
     from fitprobe.app import UsageError
-    from fitprobe.verify import compare, find_tool, run_fit_params
+    from fitprobe.verify import find_tool, verify_plan
 
     inp = sized.launch_input
     tool = find_tool(opts.get("fit_params_path"))
     if tool is None:
         raise UsageError("--verify needs llama-fit-params on PATH or --llama-fit-params PATH")
-    if not inp.gguf_path:
-        raise UsageError("--verify runs llama.cpp on a local GGUF: pass MODEL as a path to a .gguf file")
-    sized.output.verify = compare(run_fit_params(tool, inp.gguf_path, inp.settings), inp)
+    sized.output.verify = verify_plan(tool, inp)
 
 
 def probed_hardware(usable_fraction: float, expect_gpus: int | None = None):

@@ -104,6 +104,10 @@ def render_plan(o: PlanOutput, *, full: bool = False) -> str:
         lines += _matrix(o) + _scaling(o)
     else:
         lines.append(render_launch(o, commands=False))
+    if o.verify is not None:
+        from .verify import render_verify
+
+        lines += ["", *render_verify(o.verify)]
     if o.notes:
         lines += ["", "Notes:"]
         for n in o.notes:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fitprobe.estimator.fields import doc, record
 from fitprobe.estimator.launch.common import LaunchPlan
+from fitprobe.estimator.llama_rules import LLAMA_CPP_BUILD
 from fitprobe.estimator.memory import DeviceUsage
 from fitprobe.estimator.plan import MatrixRow, ScalingRow
 from fitprobe.estimator.speed import Speed
@@ -153,6 +154,9 @@ class AskedInfo:
 @record
 class PlanOutput:
     schema_version: str = SCHEMA_VERSION
+    llama_cpp_build: int = doc(default=LLAMA_CPP_BUILD, description="the llama.cpp build (release tag bNNNN) whose "
+                                                                    "source and output fitprobe's llama.cpp rules were "
+                                                                    "checked against (docs/llama-cpp.md)")
     command: str = doc(description="plan, check or report")
     model: ModelInfo
     recommended: Deployment = doc(description="the answer: the deployment fitprobe recommends (settings, verdict, "

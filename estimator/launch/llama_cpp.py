@@ -21,7 +21,10 @@ from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Siz
                      smallest_fitting, unified)
 
 PAD = 256  # llama.cpp pads the context to 256 cells
-RPC_PORT = 50052  # rpc-server's default endpoint port (tools/rpc/README.md)
+# common/arg.cpp (-ts): "got N input configs, but system only has 16 devices" once N >= llama_max_devices()
+# (LLAMA_MAX_DEVICES 16): 15 values at most. Without -ts llama.cpp splits by each device's free memory.
+MAX_SPLIT_VALUES = 16
+RPC_PORT = 50052  # ggml-rpc-server's default port (tools/rpc/rpc-server.cpp; the binary was renamed from rpc-server)
 
 
 def moe_offload(mem: MemoryBreakdown, w: WeightBytes, n_cpu: int) -> MemoryBreakdown:
@@ -253,9 +256,15 @@ def _build(inp, fmt, st, sized, reasons, notes, w) -> LaunchPlan:
         if cpu_moe:
             flags.append(Flag(flag="--n-cpu-moe", value=str(cpu_moe), reason=reasons["moe"]))
         if len(hw.devices) > 1 and ngl > 0 and st.tensor_split:
-            flags.append(Flag(flag="--tensor-split", value=",".join(map(str, st.tensor_split)),
-                              reason="layers per device (the last counts the output layer), chosen so every device "
-                                     "keeps a similar share of its usable memory free: the split this plan was sized on"))
+            split = ",".join(map(str, st.tensor_split))
+            if len(st.tensor_split) < MAX_SPLIT_VALUES:
+                flags.append(Flag(flag="--tensor-split", value=split,
+                                  reason="layers per device (the last counts the output layer), chosen so every device "
+                                         "keeps a similar share of its usable memory free: the split this plan was sized on"))
+            else:
+                notes.append(f"llama.cpp takes at most {MAX_SPLIT_VALUES - 1} --tensor-split values: with "
+                             f"{len(st.tensor_split)} devices it splits by free memory itself (this plan was sized on "
+                             f"{split})")
         nodes = math.ceil(len(hw.devices) / inp.gpus_per_node)
     else:
         flags.append(Flag(flag="-ngl", value="0", reason="no GPU: every layer runs on the CPU"))
@@ -276,10 +285,10 @@ def _build(inp, fmt, st, sized, reasons, notes, w) -> LaunchPlan:
     setup: list[str] = []
     if nodes > 1:
         hosts = [f"node{i}:{RPC_PORT}" for i in range(1, nodes)]
-        setup = [f"rpc-server -H 0.0.0.0 -p {RPC_PORT}  # on node{i}" for i in range(1, nodes)]
+        setup = [f"ggml-rpc-server -H 0.0.0.0 -p {RPC_PORT}  # on node{i}" for i in range(1, nodes)]
         flags.append(Flag(flag="--rpc", value=",".join(hosts),
                           reason=f"{len(hw.devices)} GPUs span {nodes} nodes of {inp.gpus_per_node}: the other nodes' "
-                                 f"GPUs join through rpc-server (RPC backend; insecure, trusted network only)"))
+                                 f"GPUs join through ggml-rpc-server (RPC backend; insecure, trusted network only)"))
         notes.append("replace node1.. with the other hosts' addresses")
     command = render(["llama-server"], flags)
     gl = (n + 1 if st.gpu_layers is None else st.gpu_layers) if hw.devices else 0
@@ -290,17 +299,20 @@ def _build(inp, fmt, st, sized, reasons, notes, w) -> LaunchPlan:
 
 
 def _ram_advice(inp: LaunchInput, sized: Sized) -> list[Flag]:
-    """--mlock when offloaded weights nearly fill RAM; --no-mmap when the file is bigger than RAM."""
+    """Locked pages when offloaded weights nearly fill RAM; no mmap when the file is bigger than RAM.
+
+    `--load-mode` replaced --mlock / --no-mmap (common/arg.cpp at b11434: "mmap+mlock", "none"; the old
+    flags are rejected as invalid arguments)."""
     hw, m = inp.hw, sized.mem
     if not hw.system_ram_bytes:
         return []
     ram = hw.ram_available_bytes if hw.ram_available_bytes is not None else hw.system_ram_bytes
     offloaded = m.host_weights_bytes > (m.model_file_bytes * 0.05)
     if offloaded and m.host_total_bytes > 0.75 * ram:
-        return [Flag(flag="--mlock", reason=f"{gib(m.host_weights_bytes)} of weights run from RAM and fill "
+        return [Flag(flag="--load-mode", value="mmap+mlock", reason=f"{gib(m.host_weights_bytes)} of weights run from RAM and fill "
                                             f"{m.host_total_bytes / ram:.0%} of it: locking keeps them from being paged out")]
     if not offloaded and m.model_file_bytes > ram:
-        return [Flag(flag="--no-mmap", reason=f"the GGUF ({gib(m.model_file_bytes)}) is larger than RAM ({gib(ram)}); "
+        return [Flag(flag="--load-mode", value="none", reason=f"the GGUF ({gib(m.model_file_bytes)}) is larger than RAM ({gib(ram)}); "
                                               "without mmap it is read into the GPUs rather than mapped through the page cache")]
     return []
 

@@ -69,7 +69,7 @@ def test_multi_gpu_split_and_rpc_over_nodes():
     assert max(shares) <= 1 and max(shares) - min(shares) < 0.03  # balanced: no device left overflowing
     multi = llama_cpp.plan(make_input("deepseek-v3", "H100 SXM", 16, quant="Q4_K_M", ctx=8192))
     assert multi.nodes == 2 and flag(multi, "--rpc").value == "node1:50052"
-    assert any(s.startswith("rpc-server -H 0.0.0.0 -p 50052") for s in multi.setup)
+    assert any(s.startswith("ggml-rpc-server -H 0.0.0.0 -p 50052") for s in multi.setup)
 
 
 def test_cpu_only_runs_every_layer_on_cpu():

@@ -1,0 +1,50 @@
+"""KV cache and recurrent state: fitprobe's bytes equal llama.cpp's `llama_kv_cache: size` lines.
+
+llama-fit-params sizes the context without allocating it (no_alloc) and, with -v, prints each cache's
+K and V size (src/llama-kv-cache.cpp) and each recurrent state's (src/llama-memory-recurrent.cpp).
+Printed at %.2f MiB, so "equal" means fitprobe's bytes print the same figure.
+"""
+from __future__ import annotations
+
+import pytest
+
+from fitprobe.estimator.kv import kv_cache
+from fitprobe.estimator.settings import RunSettings
+from fitprobe.llama_tools import MIB, fit_print, kv_printed, printed_mib_matches
+
+from .conftest import spec_of, supported_models
+
+# (context per sequence, sequences, KV type, flash attention, ubatch): small contexts keep the sparse
+# dry runs fast; a window-sized context exercises the SWA cap; several slots exercise per-sequence streams.
+SETTINGS = [
+    (4096, 1, "f16", True, 512),
+    (1000, 3, "q8_0", True, 512),
+    (32768, 1, "q4_0", True, 256),
+    (8192, 2, "f16", False, 1024),
+]
+
+
+def llama_args(st: RunSettings) -> list[str]:
+    return ["-c", str(st.context * st.batch), "-np", str(st.batch), "-fa", "on" if st.flash_attention else "off",
+            "-ctk", st.kv_cache_dtype, "-ctv", st.kv_cache_dtype, "-ub", str(st.ubatch), "-ngl", "0"]
+
+
+@pytest.mark.parametrize("model", supported_models())
+def test_kv_cache_lines(model, llama_bin, source_gguf):
+    spec = spec_of(model)
+    path = source_gguf(model)
+    for ctx, seqs, kv, fa, ub in SETTINGS:
+        st = RunSettings(context=ctx, batch=seqs, kv_cache_dtype=kv, flash_attention=fa, ubatch=ub)
+        # the KV lines are printed when the cache is created; b11434 aborts later on a few graphs (Phi-3, 3 slots)
+        _, log = fit_print(str(llama_bin / "llama-fit-params"), path, llama_args(st), done=kv_printed)
+        ours = kv_cache(spec, st)
+        where = f"{model} ctx={ctx} np={seqs} {kv} fa={'on' if fa else 'off'} ub={ub}"
+        assert log.kv, f"{where}: llama.cpp printed no KV cache line"
+        # iSWA prints the full-attention cache first, then the sliding-window one
+        expected = [b for b in (ours.full + ours.latent + ours.indexer, ours.windowed) if b]
+        printed = [line.mib for line in log.kv]
+        assert len(printed) == len(expected) and all(printed_mib_matches(b, p) for b, p in zip(expected, printed)), \
+            f"{where}: llama.cpp {printed} MiB, fitprobe {[round(b / MIB, 2) for b in expected]} MiB"
+        if ours.recurrent:
+            rs = sum(line.r_mib + line.s_mib for line in log.recurrent)
+            assert printed_mib_matches(ours.recurrent, rs), f"{where}: recurrent {rs} MiB vs {ours.recurrent / MIB:.2f}"
