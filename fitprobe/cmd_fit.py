@@ -123,8 +123,9 @@ def fit_options_from(opts: dict):
 def fit_hardware(opts: dict):
     """Named hardware, or this machine probed once; (Hardware, 'catalog' | 'probe')."""
     from fitprobe.app import UsageError, catalog_hardware
-    from fitprobe.commands import HardwareError, probed_hardware
+    from fitprobe.errors import HardwareError
     from fitprobe.estimator.fields import replace
+    from fitprobe.usecases import probed
 
     frac = opts.get("usable_fraction", 0.95)
     if not 0 < frac <= 1:
@@ -140,7 +141,7 @@ def fit_hardware(opts: dict):
             raise UsageError("--gpu cpu sizes on system RAM: pass --ram-gib")
         return hw, "catalog"
     try:
-        hw, _, _ = probed_hardware(frac)
+        hw = replace(probed().hardware, usable_fraction=frac)
     except HardwareError as exc:
         fail(str(exc), EXIT_HARDWARE)
     if ram:

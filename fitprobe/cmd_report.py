@@ -3,13 +3,11 @@ context scaling, speed, cloud cost and rent vs buy, fine-tuning, recommended har
 in the terminal, as the JSON contract (--json), or as one self-contained HTML file (--html)."""
 from __future__ import annotations
 
-import os
 import sys
 
 import click
 
-from .cli import (EXIT_EXCEEDS, EXIT_FITS, EXIT_OUTPUT, EXIT_USAGE, MAX_GPUS, Number, fail, parse_bytes, positive,
-                  size_options)
+from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_OUTPUT, EXIT_USAGE, MAX_GPUS, Number, fail, positive, size_options
 
 GIB = 1 << 30
 
@@ -101,13 +99,12 @@ def hardware_page(gpu: str | None, gpus: int, opts: dict) -> None:
 
 
 def build(model: str, gpu: str | None, gpus: int, opts: dict):
-    from fitprobe.app import (UsageError, catalog_hardware, check_settings, fill_report, pick_format,
-                              require_known_ram, size_plan)
-    from fitprobe.catalogs.resolve import resolve
-    from fitprobe.commands import (build_settings, end_lookup, hub_lookup, probed_hardware, requirements_from,
-                                   resolve_context, with_host_speed)
+    """The plan through the shared use case, then the report-only sections (cost, fine-tuning, picks)."""
+    from fitprobe import usecases
+    from fitprobe.app import fill_report
+    from fitprobe.commands import end_lookup, hub_lookup, request_from
+    from fitprobe.errors import UsageError
     from fitprobe.estimator.cost import CostOptions
-    from fitprobe.estimator.fields import replace
     from fitprobe.estimator.finetune import FinetuneOptions
 
     try:
@@ -118,35 +115,15 @@ def build(model: str, gpu: str | None, gpus: int, opts: dict):
                              optimizer=opts["ft_optimizer"], fused_loss=opts["fused_loss"])
     except ValueError as exc:  # a bound or choice the options check
         raise UsageError(f"invalid option: {exc}") from None
-    min_margin = parse_bytes(opts["min_margin"])
-    requirements = requirements_from(opts, min_margin)
-    ram = int(opts["ram_gib"] * GIB) if opts.get("ram_gib") else None
-    notes: list[str] = []
-    if gpu:
-        hw, source = catalog_hardware(gpu, gpus, usable_fraction=opts["usable_fraction"], ram_bytes=ram), "catalog"
-    else:
-        hw, _, notes = probed_hardware(opts["usable_fraction"])
-        source = "probe"
-        if ram:
-            hw = replace(hw, system_ram_bytes=ram)
-    hw = with_host_speed(hw, opts)
-    token = opts.get("token") or os.environ.get("HF_TOKEN")
+    request = request_from(model, gpu, gpus, opts)
     lookup = hub_lookup(model, opts)
     try:
-        resolved = resolve(model, token=token, revision=opts.get("revision"), lookup=lookup)
+        use_case = usecases.plan if gpu else usecases.check
+        sized = use_case(request, command="report", right_now=False, hf_token=opts.get("token"), lookup=lookup)
     finally:
         end_lookup(lookup)
-    longest = resolve_context(opts, resolved.spec)
-    fmt = pick_format(resolved, opts.get("quant"), opts.get("engine"), hw)
-    settings = build_settings(fmt, hw, opts)
-    check_settings(settings, fmt, hw)
-    sized = size_plan("report", resolved, fmt, settings, hw, min_margin_bytes=min_margin, hardware_source=source,
-                      engine_option=opts.get("engine"), kv_explicit=opts.get("kv_cache") is not None,
-                      requirements=requirements, longest_context=longest)
-    require_known_ram(sized, hw)
-    sized.output.notes[:0] = notes
-    fill_report(sized, resolved, fmt, settings, hw, cost_options=cost, finetune_options=ft,
-                ram_bandwidth_gbs=opts["ram_bw"])
+    fill_report(sized, sized.resolved, sized.fmt, sized.settings, sized.hardware, cost_options=cost,
+                finetune_options=ft, ram_bandwidth_gbs=opts.get("ram_bw"))
     return sized
 
 

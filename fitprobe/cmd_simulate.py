@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .cli import EXIT_EXCEEDS, EXIT_HARDWARE, EXIT_MODEL, EXIT_USAGE, fail, size_options
+from .cli import EXIT_EXCEEDS, EXIT_USAGE, fail, size_options
 
 
 @click.command("simulate")
@@ -52,31 +52,15 @@ def simulate_command(model, gpu, gpus, memory_gib, n_tokens, max_seconds, **opts
 
 
 def _size(model: str, gpu: str | None, gpus: int, memory_gib: float | None, opts: dict):
-    """The plan's sizing (plan/check semantics) without the report extras."""
-    from fitprobe.app import UsageError, catalog_hardware, check_settings, pick_format, size_plan
-    from fitprobe.catalogs.resolve import ResolveError, resolve
-    from fitprobe.commands import HardwareError, build_settings, probed_hardware, with_host_speed
+    """The plan's sizing through the shared use case (plan, or check on this machine), without the
+    right-now verdict or the report extras."""
+    from fitprobe import usecases
+    from fitprobe.commands import request_from
+    from fitprobe.errors import FitprobeError
 
+    request = request_from(model, gpu, gpus, {**opts, "memory_gib": memory_gib})
     try:
-        if not 0 < opts["usable_fraction"] <= 1:
-            raise UsageError("--usable must be a fraction in (0, 1]")
-        ram = int(opts["ram_gib"] * (1 << 30)) if opts.get("ram_gib") else None
-        if gpu:
-            hw, source = catalog_hardware(gpu, gpus, usable_fraction=opts["usable_fraction"], ram_bytes=ram,
-                                          memory_gib=memory_gib), "catalog"
-        else:
-            hw, _, _ = probed_hardware(opts["usable_fraction"])
-            source = "probe"
-        hw = with_host_speed(hw, opts)
-        resolved = resolve(model, token=opts.get("token") or os.environ.get("HF_TOKEN"), revision=opts.get("revision"))
-        fmt = pick_format(resolved, opts.get("quant"))
-        settings = build_settings(fmt, hw, opts)
-        check_settings(settings, fmt, hw)
-        return size_plan("simulate", resolved, fmt, settings, hw, hardware_source=source,
-                         engine_option=opts.get("engine"), kv_explicit=opts.get("kv_cache") is not None)
-    except ResolveError as exc:
-        fail(str(exc), EXIT_MODEL)
-    except HardwareError as exc:
-        fail(str(exc), EXIT_HARDWARE)
-    except (UsageError, click.BadParameter, ValueError) as exc:
-        fail(str(exc), EXIT_USAGE)
+        use_case = usecases.plan if gpu else usecases.check
+        return use_case(request, command="simulate", right_now=False, hf_token=opts.get("token"))
+    except FitprobeError as exc:
+        fail(str(exc), exc.code)

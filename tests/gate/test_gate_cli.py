@@ -74,12 +74,13 @@ def test_unknown_model_exits_3():
 
 
 def test_unprobeable_hardware_exits_4(monkeypatch):
-    from fitprobe import commands
+    from fitprobe import usecases
+    from fitprobe.errors import HardwareError
 
-    def broken(*_args):
-        raise commands.HardwareError("could not probe this machine: test")
+    def broken(*_args, **_kwargs):
+        raise HardwareError("could not probe this machine: test")
 
-    monkeypatch.setattr(commands, "probed_hardware", broken)
+    monkeypatch.setattr(usecases, "probed", broken)
     r = run("check", "llama-3.1-8b-instruct", "--require-context", "8192", "--json")
     assert r.exit_code == 4 and "could not probe" in r.stderr
     assert json.loads(r.stdout) == {"error": {"code": 4, "kind": "hardware",
