@@ -1,2 +1,22 @@
-"""fitprobe: will this LLM run on this hardware, how well, and with which launch flags?"""
+"""fitprobe: will this LLM run on this hardware, how well, and with which launch flags?
+
+The Python API (docs/python-api.md): `from fitprobe import plan, check, probe`. The names are loaded on
+first use, so `import fitprobe` (and the CLI's start-up) stays cheap."""
 __version__ = "0.1.0"
+
+_API = ("plan", "check", "PlanRequest")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from fitprobe import api
+
+        return getattr(api, name)
+    if name == "probe":  # the probe package itself is callable: fitprobe.probe() -> ProbeReport
+        import importlib
+
+        return importlib.import_module("fitprobe.probe")
+    raise AttributeError(f"module 'fitprobe' has no attribute {name!r}")
+
+
+__all__ = ["plan", "check", "probe", "PlanRequest", "__version__"]

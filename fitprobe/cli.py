@@ -238,6 +238,7 @@ OPTIONAL_COMMANDS = {
     "list": "fitprobe.cmd_list:list_command",
     "report": "fitprobe.cmd_report:report_command",
     "schema": "fitprobe.cmd_schema:schema_command",
+    "serve": "fitprobe.cmd_serve:serve_command",
 }
 
 

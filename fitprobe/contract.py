@@ -54,6 +54,19 @@ def to_json(output: PlanOutput, *, indent: int | None = 2, fields: tuple[str, ..
     return dumps(data, indent=indent)
 
 
+@lru_cache(maxsize=None)
+def request_adapter(name: str = "PlanRequest"):
+    """The request side of the contract (fitprobe.usecases.PlanRequest, fitprobe.fitting.FitRequest): the
+    server validates bodies with it."""
+    from pydantic import TypeAdapter
+
+    if name == "FitRequest":
+        from fitprobe.fitting import FitRequest as request_type
+    else:
+        from fitprobe.usecases import PlanRequest as request_type
+    return TypeAdapter(request_type)
+
+
 @lru_cache(maxsize=1)
 def adapter():
     from pydantic import TypeAdapter

@@ -1,0 +1,60 @@
+"""The Python API: `from fitprobe import plan, check, probe`. Documented in docs/python-api.md.
+
+Each function takes what `fitprobe plan` / `check` take (a model and PlanRequest fields, named as the
+long flags are) and returns the contract's typed `PlanOutput` — the same object `--json` prints and the
+server answers — or raises a `fitprobe.errors.FitprobeError` whose `kind` says why (`kind.code` is the
+CLI's exit code). The CLI's plan and check and the HTTP server call these same functions.
+"""
+from __future__ import annotations
+
+from fitprobe.errors import UsageError
+from fitprobe.usecases import PlanRequest, Probed, exit_code  # noqa: F401  (part of the API)
+
+
+def plan(model: str | PlanRequest, gpu: str | None = None, *, hf_token: str | None = None, verify: bool = False,
+         llama_fit_params: str | None = None, resolver=None, **options):
+    """Size `model` on named hardware: `plan("qwen3-8b", "RTX 4090", gpus=2, context="max")` -> PlanOutput."""
+    from fitprobe import usecases
+
+    return usecases.plan(request(model, gpu, options), hf_token=hf_token, verify=verify,
+                         verify_tool=llama_fit_params, resolver=resolver).output
+
+
+def check(model: str | PlanRequest, *, gpu: str | None = None, hf_token: str | None = None, verify: bool = False,
+          llama_fit_params: str | None = None, probe_result: Probed | None = None, resolver=None, **options):
+    """Size `model` on this machine, idle and right now -> PlanOutput (`verdict_now`, `recommended_now`).
+    `probe_result` (from `fitprobe.usecases.probed()`) reuses a probe already taken."""
+    from fitprobe import usecases
+
+    return usecases.check(request(model, gpu, options), probe_result=probe_result, hf_token=hf_token,
+                          verify=verify, verify_tool=llama_fit_params, resolver=resolver).output
+
+
+def probe():
+    """What this machine has -> fitprobe.probe.types.ProbeReport (GPUs, CPU, RAM, backends; never raises)."""
+    from fitprobe import usecases
+
+    return usecases.probe()
+
+
+def request(model: str | PlanRequest, gpu: str | None, options: dict) -> PlanRequest:
+    """A PlanRequest from a model and keyword options (or a request as it is); bad names or values are
+    usage errors."""
+    if isinstance(model, PlanRequest):
+        if gpu is not None:
+            options = {**options, "gpu": gpu}
+        model, options = model.model, {**_fields(model), **options}
+    else:
+        options = {**options, "gpu": gpu} if gpu is not None else options
+    try:
+        return PlanRequest(model=model, **options)
+    except TypeError as exc:  # an option PlanRequest does not have
+        raise UsageError(f"unknown option: {exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"invalid option: {exc}") from None
+
+
+def _fields(req: PlanRequest) -> dict:
+    from dataclasses import fields
+
+    return {f.name: getattr(req, f.name) for f in fields(req) if f.name != "model"}
