@@ -48,8 +48,12 @@ def request(model: str | PlanRequest, gpu: str | None, options: dict) -> PlanReq
         options = {**options, "gpu": gpu} if gpu is not None else options
     try:
         return PlanRequest(model=model, **options)
-    except TypeError as exc:  # an option PlanRequest does not have
-        raise UsageError(f"unknown option: {exc}") from None
+    except TypeError:  # an option PlanRequest does not have
+        from dataclasses import fields
+
+        known = {f.name for f in fields(PlanRequest)}
+        unknown = ", ".join(sorted(set(options) - known)) or "?"
+        raise UsageError(f"unknown option {unknown} (PlanRequest has: {', '.join(sorted(known))})") from None
     except ValueError as exc:
         raise UsageError(f"invalid option: {exc}") from None
 

@@ -233,15 +233,12 @@ async def post_plan(request: Request) -> Response:
 
 async def post_check(request: Request) -> Response:
     from fitprobe import api
-    from fitprobe.app import is_cpu
 
     agent = agent_of(request)
     req = await read_request(request, need_gpu=False)
 
-    def answer():
-        here = agent.probe() if not req.gpu else None
-        if req.gpu and is_cpu(req.gpu):
-            here = None  # check --gpu cpu reads this machine's RAM itself
+    def answer():  # a named GPU (or 'cpu', whose RAM check reads itself) needs no probe
+        here = None if req.gpu else agent.probe()
         return api.check(req, probe_result=here, resolver=agent.resolve)
 
     return contract_response(await agent.run(answer))
