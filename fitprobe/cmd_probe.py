@@ -65,10 +65,10 @@ def probe_command(as_json: bool, bench: bool) -> None:
     from fitprobe.errors import HARDWARE, HardwareError
 
     try:
-        from fitprobe.probe.registry import probe_machine
         from fitprobe.record_json import dumps, record_data
+        from fitprobe.usecases import probe
 
-        report = probe_machine()
+        report = probe()
         if bench:
             from fitprobe.probe.membw import measure_copy_bandwidth
 

@@ -89,10 +89,18 @@ class Once:
             hit = self._values.get(key)
             if hit and not refresh and time.monotonic() - hit[0] < self.ttl_s:
                 return hit[1]
-            value = compute()
+            try:
+                value = compute()
+            except BaseException:
+                with self._lock:
+                    if key not in self._values:  # a stream of bad names leaves nothing behind
+                        self._keys.pop(key, None)
+                raise
             with self._lock:
-                if len(self._values) >= self.max_entries:
-                    self._values.pop(next(iter(self._values)))
+                if key not in self._values and len(self._values) >= self.max_entries:
+                    oldest = next(iter(self._values))
+                    self._values.pop(oldest)
+                    self._keys.pop(oldest, None)
                 self._values[key] = (time.monotonic(), value)
             return value
 

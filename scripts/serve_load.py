@@ -18,6 +18,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -28,6 +29,8 @@ def start_server(server_concurrency: int) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
     for line in proc.stderr:
         if '"event": "listening"' in line:
+            # keep reading its log (one access line per request), or a full pipe would stall the server
+            threading.Thread(target=proc.stderr.read, daemon=True).start()
             return proc, json.loads(line)["url"]
     raise SystemExit(f"the server did not start (exit {proc.wait()})")
 

@@ -52,3 +52,12 @@ def test_once_computes_a_key_once_for_concurrent_callers():
         t.join()
     assert results == [1] * 8 and len(calls) == 1
     assert once.get("k", slow, refresh=True) == 2  # refresh computes anew
+
+
+def test_once_keeps_at_most_its_entries_and_no_failed_keys():
+    once = Once(ttl_s=60, max_entries=3)
+    for i in range(10):
+        once.get(i, lambda i=i: i)
+    with pytest.raises(ValueError):
+        once.get("bad", lambda: int("x"))
+    assert len(once._values) == 3 and set(once._keys) == set(once._values) == {7, 8, 9}
