@@ -35,11 +35,11 @@ def start_server(server_concurrency: int) -> tuple[subprocess.Popen, str]:
     raise SystemExit(f"the server did not start (exit {proc.wait()})")
 
 
-async def load(url: str, body: dict, requests: int, concurrency: int) -> tuple[list[float], dict[int, int]]:
+async def load(url: str, body: dict, requests: int, concurrency: int) -> tuple[list[float], dict[int | str, int]]:
     import httpx
 
     latencies: list[float] = []
-    statuses: dict[int, int] = {}
+    statuses: dict[int | str, int] = {}
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(requests):
         queue.put_nowait(i)
@@ -52,8 +52,8 @@ async def load(url: str, body: dict, requests: int, concurrency: int) -> tuple[l
                 try:
                     r = await client.post("/v1/plan", json=body)
                     code = r.status_code
-                except httpx.HTTPError:
-                    code = 0
+                except httpx.HTTPError as exc:  # counted by kind: ReadTimeout, RemoteProtocolError, ...
+                    code = type(exc).__name__
                 latencies.append(time.perf_counter() - started)
                 statuses[code] = statuses.get(code, 0) + 1
 
@@ -88,7 +88,7 @@ def main() -> int:
     ms = [x * 1000 for x in lat]
     print(f"{args.requests} x POST /v1/plan {args.model} on {args.gpu}, {args.concurrency} concurrent "
           f"(server --concurrency {args.server_concurrency}, {os.cpu_count()} CPUs): {errors} errors "
-          f"{dict(sorted(statuses.items()))}; {args.requests / wall:,.0f} req/s over {wall:.1f} s; latency ms "
+          f"{statuses}; {args.requests / wall:,.0f} req/s over {wall:.1f} s; latency ms "
           f"p50 {statistics.median(ms):.0f}, p90 {percentile(ms, 90):.0f}, p99 {percentile(ms, 99):.0f}, "
           f"max {max(ms):.0f}; server exit {code} after SIGTERM")
     return 1 if errors else 0
