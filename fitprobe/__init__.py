@@ -1,10 +1,10 @@
 """fitprobe: will this LLM run on this hardware, how well, and with which launch flags?
 
-The Python API (docs/python-api.md): `from fitprobe import plan, check, probe`. The names are loaded on
+The Python API (docs/python-api.md): `from fitprobe import plan, check, probe, fit`. The names are loaded on
 first use, so `import fitprobe` (and the CLI's start-up) stays cheap."""
 __version__ = "0.1.0"
 
-_API = ("plan", "check", "PlanRequest")
+_API = ("plan", "check", "fit", "PlanRequest", "FitRequest")
 
 
 def __getattr__(name: str):
@@ -19,4 +19,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'fitprobe' has no attribute {name!r}")
 
 
-__all__ = ["plan", "check", "probe", "PlanRequest", "__version__"]
+__all__ = ["plan", "check", "probe", "fit", "PlanRequest", "FitRequest", "__version__"]

@@ -1,14 +1,15 @@
-"""The Python API: `from fitprobe import plan, check, probe`. Documented in docs/python-api.md.
+"""The Python API: `from fitprobe import plan, check, probe, fit`. Documented in docs/python-api.md.
 
 Each function takes what `fitprobe plan` / `check` take (a model and PlanRequest fields, named as the
 long flags are) and returns the contract's typed `PlanOutput` — the same object `--json` prints and the
 server answers — or raises a `fitprobe.errors.FitprobeError` whose `kind` says why (`kind.code` is the
-CLI's exit code). The CLI's plan and check and the HTTP server call these same functions.
+CLI's exit code). The CLI's plan and check and the HTTP server call these same functions; `fit` returns
+the FitOutput contract of `fitprobe fit --json`.
 """
 from __future__ import annotations
 
 from fitprobe.errors import UsageError
-from fitprobe.usecases import PlanRequest, Probed, exit_code  # noqa: F401  (part of the API)
+from fitprobe.usecases import FitRequest, PlanRequest, Probed, exit_code  # noqa: F401  (part of the API)
 
 
 def plan(model: str | PlanRequest, gpu: str | None = None, *, hf_token: str | None = None, verify: bool = False,
@@ -30,6 +31,18 @@ def check(model: str | PlanRequest, *, gpu: str | None = None, hf_token: str | N
                           verify=verify, verify_tool=llama_fit_params, resolver=resolver).output
 
 
+def fit(gpu: str | FitRequest | None = None, *, probe_result: Probed | None = None, **options):
+    """Which catalog models run on `gpu` (or this machine), ranked -> FitOutput (`rows`, best first):
+    `fit("RTX 4090", ram_gib=64, use_case="coding", limit=5)`."""
+    from fitprobe import usecases
+
+    if isinstance(gpu, FitRequest):
+        request_ = gpu
+    else:
+        request_ = _build(FitRequest, gpu=gpu, **options)
+    return usecases.fit(request_, probe_result=probe_result).output
+
+
 def probe():
     """What this machine has -> fitprobe.probe.types.ProbeReport (GPUs, CPU, RAM, backends; never raises)."""
     from fitprobe import usecases
@@ -46,15 +59,20 @@ def request(model: str | PlanRequest, gpu: str | None, options: dict) -> PlanReq
         model, options = model.model, {**_fields(model), **options}
     else:
         options = {**options, "gpu": gpu} if gpu is not None else options
-    try:
-        return PlanRequest(model=model, **options)
-    except TypeError:  # an option PlanRequest does not have
-        from dataclasses import fields
+    return _build(PlanRequest, model=model, **options)
 
-        known = {f.name for f in fields(PlanRequest)}
-        unknown = ", ".join(sorted(set(options) - known)) or "?"
-        raise UsageError(f"unknown option {unknown} (PlanRequest has: {', '.join(sorted(known))})") from None
-    except ValueError as exc:
+
+def _build(cls, **fields):
+    """cls(**fields); an unknown name or a bad value is a usage error."""
+    from dataclasses import fields as declared
+
+    known = {f.name for f in declared(cls)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise UsageError(f"unknown option {', '.join(unknown)} ({cls.__name__} has: {', '.join(sorted(known))})")
+    try:
+        return cls(**fields)
+    except (TypeError, ValueError) as exc:
         raise UsageError(f"invalid option: {exc}") from None
 
 

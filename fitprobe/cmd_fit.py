@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_HARDWARE, EXIT_MODEL, EXIT_USAGE, fail, parse_bytes
+from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_MODEL, EXIT_USAGE, fail, parse_bytes
 
 from fitprobe.catalogs.model_uses import USE_CASES
 from fitprobe.estimator.rank import SORTS
@@ -67,13 +67,22 @@ def fit_command(as_json: bool, hub: bool, hub_limit: int, hub_search: str | None
 
 def build(opts: dict, *, hub: bool = False, hub_limit: int = 50, hub_search: str | None = None,
           hub_timeout: float = 20.0, token: str | None = None, command: str = "fit"):
-    """Hardware (one probe at most), subjects (catalog or Hub), then the ranking."""
-    from fitprobe.app import UsageError
-    from fitprobe.fitting import catalog_subjects, run_fit
+    """The fit use case (fitprobe.usecases.fit) on the catalog, or on a Hub listing with --hub."""
+    from fitprobe import usecases
+    from fitprobe.errors import FitprobeError, UsageError
 
     try:
-        options = fit_options_from(opts)
-        hw, source = fit_hardware(opts)
+        request = usecases.FitRequest(
+            gpu=opts.get("gpu"), gpus=opts.get("gpus", 1), memory_gib=opts.get("memory_gib"),
+            ram_gib=opts.get("ram_gib"), usable_fraction=opts.get("usable_fraction", 0.95), min_ctx=opts.get("min_ctx"),
+            min_tps=opts.get("min_tps"), use_case=opts.get("use_case"), engine=opts.get("engine"),
+            family=opts.get("family"), max_params=opts.get("max_params"), include_all=opts.get("include_all", False),
+            sort=opts.get("sort", "score"), limit=opts.get("limit"),
+            min_margin_bytes=parse_bytes(opts.get("min_margin") or "0"))
+    except click.BadParameter as exc:
+        fail(str(exc), EXIT_USAGE)
+    try:
+        subjects, label, notes = None, "bundled catalog", []
         if hub:
             if hub_limit < 1:
                 raise UsageError("--hub-limit must be at least 1")
@@ -81,9 +90,7 @@ def build(opts: dict, *, hub: bool = False, hub_limit: int = 50, hub_search: str
                 raise UsageError("--hub-timeout must be positive")
             import os
 
-            from fitprobe.catalogs.hub_list import hub_subjects
-
-            from fitprobe.catalogs.hub_list import HubListError
+            from fitprobe.catalogs.hub_list import HubListError, hub_subjects
 
             try:
                 listing = hub_subjects(limit=hub_limit, search=hub_search, timeout=hub_timeout,
@@ -91,59 +98,8 @@ def build(opts: dict, *, hub: bool = False, hub_limit: int = 50, hub_search: str
             except HubListError as exc:
                 fail(str(exc), EXIT_MODEL)
             subjects, label, notes = listing.subjects, listing.label, listing.notes
-        else:
-            subjects, label, notes = catalog_subjects(), "bundled catalog", []
-        run = run_fit(subjects, hw, opts=options, hardware_source=source, source=label, command=command)
+        run = usecases.fit(request, subjects=subjects, source=label, command=command)
         run.output.notes[:0] = notes
         return run
-    except UsageError as exc:
-        fail(str(exc), EXIT_USAGE)
-    except click.BadParameter as exc:
-        fail(str(exc), EXIT_USAGE)
-
-
-def fit_options_from(opts: dict):
-    from fitprobe.app import UsageError
-    from fitprobe.fitting import FitOptions
-
-    if opts.get("min_ctx") is not None and opts["min_ctx"] <= 0:
-        raise UsageError(f"--min-ctx must be a positive number of tokens, got {opts['min_ctx']}")
-    if opts.get("min_tps") is not None and opts["min_tps"] <= 0:
-        raise UsageError(f"--min-tps must be positive, got {opts['min_tps']:g}")
-    if opts.get("max_params") is not None and opts["max_params"] <= 0:
-        raise UsageError("--max-params must be positive (billions of parameters)")
-    if opts.get("limit") is not None and opts["limit"] < 1:
-        raise UsageError("--limit must be at least 1")
-    return FitOptions(min_ctx=opts.get("min_ctx"), min_tps=opts.get("min_tps"), use_case=opts.get("use_case"),
-                      engine=opts.get("engine"), family=opts.get("family"), max_params_b=opts.get("max_params"),
-                      include_all=opts.get("include_all", False), sort=opts.get("sort", "score"),
-                      limit=opts.get("limit"), min_margin_bytes=parse_bytes(opts.get("min_margin") or "0"))
-
-
-def fit_hardware(opts: dict):
-    """Named hardware, or this machine probed once; (Hardware, 'catalog' | 'probe')."""
-    from fitprobe.app import UsageError, catalog_hardware
-    from fitprobe.errors import HardwareError
-    from fitprobe.estimator.fields import replace
-    from fitprobe.usecases import probed
-
-    frac = opts.get("usable_fraction", 0.95)
-    if not 0 < frac <= 1:
-        raise UsageError("--usable must be a fraction in (0, 1]")
-    ram_gib = opts.get("ram_gib")
-    if ram_gib is not None and ram_gib <= 0:
-        raise UsageError("--ram-gib must be positive")
-    ram = int(ram_gib * (1 << 30)) if ram_gib else None
-    if opts.get("gpu"):
-        hw = catalog_hardware(opts["gpu"], opts.get("gpus", 1), usable_fraction=frac, ram_bytes=ram,
-                              memory_gib=opts.get("memory_gib"))
-        if not hw.devices and hw.system_ram_bytes is None:
-            raise UsageError("--gpu cpu sizes on system RAM: pass --ram-gib")
-        return hw, "catalog"
-    try:
-        hw = replace(probed().hardware, usable_fraction=frac)
-    except HardwareError as exc:
-        fail(str(exc), EXIT_HARDWARE)
-    if ram:
-        hw = replace(hw, system_ram_bytes=ram)
-    return hw, "probe"
+    except FitprobeError as exc:
+        fail(str(exc), exc.code)

@@ -1,5 +1,5 @@
 """The server's OpenAPI 3.1 document, built from the contract's own schemas (PlanRequest, PlanOutput,
-ProbeReport) so the API documents exactly what `--json` prints, and a self-contained docs page
+FitRequest, FitOutput, ProbeReport) so the API documents exactly what `--json` prints, and a self-contained docs page
 (no scripts or assets from elsewhere: the agent may run on a host without internet)."""
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ ENDPOINTS = [
     ("post", "/v1/check", "Size a model on this machine, idle and right now, with the gate's requirements and "
                           "verdict: `fitprobe check --json`.", "PlanRequest", "PlanOutput", "application/json",
      [400, 401, 404, 413, 422, 503, 504]),
+    ("post", "/v1/fit", "Which catalog models run on named hardware or this machine, ranked: `fitprobe fit "
+                        "--json`.", "FitRequest", "FitOutput", "application/json", [400, 401, 413, 503, 504]),
     ("get", "/v1/schema", "The JSON Schema of PlanOutput: `fitprobe schema`.", None, None, "application/json",
      [401]),
     ("get", "/metrics", "Prometheus metrics: GPU memory, probe, requests, --watch models' fit right now.", None,
@@ -60,13 +62,15 @@ def _hoist(schema: dict, components: dict) -> dict:
 def openapi_document() -> dict:
     from pydantic import TypeAdapter
 
-    from fitprobe.contract import adapter, request_adapter
+    from fitprobe.contract import adapter, fit_adapter, request_adapter
     from fitprobe.probe.types import ProbeReport
     from fitprobe.schema import SCHEMA_VERSION
 
     components: dict = {"Problem": PROBLEM, "Health": HEALTH}
     components["PlanRequest"] = _hoist(request_adapter().json_schema(ref_template=REF), components)
     components["PlanOutput"] = _hoist(adapter().json_schema(ref_template=REF, mode="serialization"), components)
+    components["FitRequest"] = _hoist(request_adapter("FitRequest").json_schema(ref_template=REF), components)
+    components["FitOutput"] = _hoist(fit_adapter().json_schema(ref_template=REF, mode="serialization"), components)
     components["ProbeReport"] = _hoist(TypeAdapter(ProbeReport).json_schema(ref_template=REF, mode="serialization"),
                                        components)
     paths: dict = {}

@@ -164,9 +164,11 @@ def agent_of(request: Request) -> Agent:
     return request.app.state.agent
 
 
-async def read_request(request: Request, *, need_gpu: bool):
-    """The body as a PlanRequest: size-capped JSON, validated against the contract's request schema."""
-    from fitprobe.api import request as plan_request
+async def read_body(request: Request, schema: str = "PlanRequest"):
+    """The body as a request record (PlanRequest or FitRequest): size-capped JSON, validated against the
+    contract's request schema."""
+    from pydantic import ValidationError
+
     from fitprobe.contract import request_adapter
 
     limit = agent_of(request).settings.max_body_bytes
@@ -183,16 +185,21 @@ async def read_request(request: Request, *, need_gpu: bool):
     except ValueError as exc:
         raise UsageError(f"the body is not JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise UsageError("the body must be a JSON object: a PlanRequest (GET /openapi.json)")
-    from pydantic import ValidationError
-
+        raise UsageError(f"the body must be a JSON object: a {schema} (GET /openapi.json)")
     try:
-        req = request_adapter().validate_python(data)
+        return request_adapter(schema).validate_python(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
         raise UsageError(f"{where}: {first['msg']}" + (f" (and {exc.error_count() - 1} more)"
                                                        if exc.error_count() > 1 else "")) from None
+
+
+async def read_request(request: Request, *, need_gpu: bool):
+    """The body as a PlanRequest (a catalog name or Hub id: no local paths)."""
+    from fitprobe.api import request as plan_request
+
+    req = await read_body(request)
     if need_gpu and not req.gpu:
         raise UsageError("plan needs gpu (a catalog GPU name or 'cpu'); POST /v1/check sizes on this machine")
     _refuse_local_paths(req.model)
@@ -252,6 +259,18 @@ async def post_check(request: Request) -> Response:
     return contract_response(await agent.run(answer))
 
 
+async def post_fit(request: Request) -> Response:
+    from fitprobe import api
+    from fitprobe.contract import fit_to_json
+
+    agent = agent_of(request)
+    req = await read_body(request, "FitRequest")
+    out = await agent.run(lambda: api.fit(req, probe_result=None if req.gpu else agent.probe()))
+    runs = any(row.runs for row in out.rows)  # `fitprobe fit` exits 0 when a model runs, else 1
+    return Response(fit_to_json(out, indent=None), media_type="application/json",
+                    headers={"X-Fitprobe-Exit-Code": "0" if runs else "1"})
+
+
 async def get_schema(request: Request) -> Response:
     from fitprobe.contract import json_schema
 
@@ -300,7 +319,7 @@ ROUTES = [
     Route("/v1/probe", get_probe, methods=["GET"]),
     Route("/v1/plan", post_plan, methods=["POST"]),
     Route("/v1/check", post_check, methods=["POST"]),
-    # POST /v1/fit: added once `fitprobe fit` (issue #13) lands, calling its use case like the routes above.
+    Route("/v1/fit", post_fit, methods=["POST"]),
     Route("/v1/schema", get_schema, methods=["GET"]),
     Route("/openapi.json", get_openapi, methods=["GET"]),
     Route("/docs", get_docs, methods=["GET"]),

@@ -88,3 +88,15 @@ def test_plain_plan_does_not_import_the_server_stack():
                             "'RTX 4090']\ntry:\n    cli.entry()\nexcept SystemExit:\n    pass")
     assert "fitprobe.usecases" in loaded  # the one path
     assert not loaded & SERVER_STACK and "huggingface_hub" not in loaded
+
+
+def test_fit_returns_the_ranking_the_cli_prints():
+    from fitprobe import FitRequest, fit
+    from fitprobe.contract import fit_to_json
+    from fitprobe.fit_schema import FitOutput
+
+    out = fit("RTX 3060", ram_gib=32, limit=4)
+    assert isinstance(out, FitOutput) and len(out.rows) == 4 and [r.rank for r in out.rows] == [1, 2, 3, 4]
+    assert fit(FitRequest(gpu="RTX 3060", ram_gib=32, limit=4)).rows == out.rows
+    cli = CliRunner().invoke(main, ["fit", "--gpu", "RTX 3060", "--ram-gib", "32", "--limit", "4", "--json"])
+    assert json.loads(fit_to_json(out)) == json.loads(cli.stdout)

@@ -180,3 +180,20 @@ def test_concurrent_plans_all_succeed(server):
 
     codes = asyncio.run(burst(64, 32))
     assert codes == [200] * 64
+
+
+def test_fit_is_the_cli_contract(client, conforms):
+    r = client.post("/v1/fit", json={"gpu": "RTX 4090", "ram_gib": 64, "use_case": "coding", "limit": 5})
+    assert r.status_code == 200, r.text
+    doc = conforms(r.json(), "FitOutput")
+    code, cli = cli_json("fit", "--gpu", "RTX 4090", "--ram-gib", "64", "--use-case", "coding", "--limit", "5")
+    assert doc == cli and r.headers["X-Fitprobe-Exit-Code"] == str(code) == "0"
+    assert 0 < len(doc["rows"]) <= 5 and all("coding" in row["tags"] for row in doc["rows"])
+
+
+def test_fit_on_the_probed_gpu(client, conforms):
+    r = client.post("/v1/fit", json={"limit": 3})
+    doc = conforms(r.json(), "FitOutput")
+    assert doc["hardware"]["source"] == "probe" and doc["hardware"]["name"].endswith("H200")
+    bad = client.post("/v1/fit", json={"sort": "colour"})
+    assert bad.status_code == 400 and "--sort must be one of" in conforms(bad.json(), "Problem")["detail"]
