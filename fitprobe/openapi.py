@@ -126,10 +126,12 @@ def docs_page() -> str:
                         f"</td><td>{codes}</td></tr>")
     example = json.dumps({"model": "qwen3-8b", "gpu": "RTX 4090", "context": "max"})
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>fitprobe agent API</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}td,th{{padding:.3em .6em;border-bottom:1px solid #ddd;
-text-align:left;vertical-align:top}}pre{{background:#f4f4f4;padding:.6em}}</style></head><body>
+<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}
+td,th{{padding:.3em .6em;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}}
+pre{{background:#f4f4f4;padding:.6em}}</style></head><body>
 <h1>fitprobe agent {html.escape(doc['info']['version'])}</h1><p>{html.escape(doc['info']['description'])}</p>
 <table><tr><th>endpoint</th><th>what</th><th>body</th><th>responses</th></tr>{''.join(rows)}</table>
-<h2>Example</h2><pre>curl -s -H 'Content-Type: application/json' -d '{html.escape(example)}' http://127.0.0.1:8765/v1/plan</pre>
+<h2>Example</h2>
+<pre>curl -s -H 'Content-Type: application/json' -d '{html.escape(example)}' http://127.0.0.1:8765/v1/plan</pre>
 <p>The full schemas: <a href="/openapi.json">/openapi.json</a> (request: PlanRequest, answer: PlanOutput,
 errors: Problem).</p></body></html>"""
