@@ -4,7 +4,7 @@ The Python API (docs/python-api.md): `from fitprobe import plan, check, probe, f
 first use, so `import fitprobe` (and the CLI's start-up) stays cheap."""
 __version__ = "0.1.0"
 
-_API = ("plan", "check", "fit", "PlanRequest", "FitRequest")
+_API = ("plan", "check", "fit", "PlanRequest")
 
 
 def __getattr__(name: str):
@@ -12,6 +12,10 @@ def __getattr__(name: str):
         from fitprobe import api
 
         return getattr(api, name)
+    if name == "FitRequest":
+        from fitprobe.fitting import FitRequest
+
+        return FitRequest
     if name == "probe":  # the probe package itself is callable: fitprobe.probe() -> ProbeReport
         import importlib
 

@@ -9,7 +9,7 @@ the FitOutput contract of `fitprobe fit --json`.
 from __future__ import annotations
 
 from fitprobe.errors import UsageError
-from fitprobe.usecases import FitRequest, PlanRequest, Probed, exit_code  # noqa: F401  (part of the API)
+from fitprobe.usecases import PlanRequest, Probed, exit_code  # noqa: F401  (part of the API)
 
 
 def plan(model: str | PlanRequest, gpu: str | None = None, *, hf_token: str | None = None, verify: bool = False,
@@ -31,10 +31,11 @@ def check(model: str | PlanRequest, *, gpu: str | None = None, hf_token: str | N
                           verify=verify, verify_tool=llama_fit_params, resolver=resolver).output
 
 
-def fit(gpu: str | FitRequest | None = None, *, probe_result: Probed | None = None, **options):
+def fit(gpu=None, *, probe_result: Probed | None = None, **options):
     """Which catalog models run on `gpu` (or this machine), ranked -> FitOutput (`rows`, best first):
     `fit("RTX 4090", ram_gib=64, use_case="coding", limit=5)`."""
     from fitprobe import usecases
+    from fitprobe.fitting import FitRequest
 
     if isinstance(gpu, FitRequest):
         request_ = gpu

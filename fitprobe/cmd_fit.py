@@ -70,9 +70,10 @@ def build(opts: dict, *, hub: bool = False, hub_limit: int = 50, hub_search: str
     """The fit use case (fitprobe.usecases.fit) on the catalog, or on a Hub listing with --hub."""
     from fitprobe import usecases
     from fitprobe.errors import FitprobeError, UsageError
+    from fitprobe.fitting import FitRequest
 
     try:
-        request = usecases.FitRequest(
+        request = FitRequest(
             gpu=opts.get("gpu"), gpus=opts.get("gpus", 1), memory_gib=opts.get("memory_gib"),
             ram_gib=opts.get("ram_gib"), usable_fraction=opts.get("usable_fraction", 0.95), min_ctx=opts.get("min_ctx"),
             min_tps=opts.get("min_tps"), use_case=opts.get("use_case"), engine=opts.get("engine"),

@@ -3,12 +3,36 @@ its best plan, ranked (estimator/rank.py). Shared by `fit` and the report's hard
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from fitprobe.estimator.fields import replace
+from fitprobe.estimator.fields import doc, record, replace
 
 GIB = 1 << 30
 # The format whose fixes `--all` shows for a model that does not fit (llama.cpp's common default).
 FIX_FORMAT = "Q4_K_M"
+
+
+@record
+class FitRequest:
+    """What `fitprobe fit` ranks on: named hardware (or this machine, probed) and the ranking's filters."""
+
+    gpu: str | None = doc(default=None, description="catalog GPU name or 'cpu'; none: probe this machine")
+    gpus: int = doc(default=1, description="number of identical GPUs named by `gpu`")
+    memory_gib: float | None = doc(default=None, description="memory of each named GPU")
+    ram_gib: float | None = doc(default=None, description="system RAM for offload (default: probed, or unknown)")
+    usable_fraction: float = doc(default=0.95, description="share of physical memory treated as usable")
+    min_ctx: int | None = doc(default=None, description="plans must serve at least this many tokens (default 32K "
+                                                        "context target)")
+    min_tps: float | None = doc(default=None, description="plans must decode at least this many tokens/s")
+    use_case: str | None = doc(default=None, description="only models tagged for this use (chat, coding, ...)")
+    engine: Literal["llama.cpp", "vllm", "sglang", "ollama", "mlx"] | None = doc(
+        default=None, description="plans for this engine only")
+    family: str | None = doc(default=None, description="only this model family (qwen3, llama, gemma3, ...)")
+    max_params: float | None = doc(default=None, description="only models up to this many billion parameters")
+    include_all: bool = doc(default=False, description="include models that do not fit, with what would make them fit")
+    sort: str = doc(default="score", description="ranking key (fitprobe fit --help)")
+    limit: int | None = doc(default=None, description="the first N models")
+    min_margin_bytes: int = doc(default=0, ge=0, description="margin below which a plan is 'tight'")
 
 
 @dataclass
