@@ -80,7 +80,7 @@ class ContextParam(click.ParamType):
             tokens = int(float(text[:-1] if scale > 1 else text) * scale)
         except (ValueError, OverflowError):
             self.fail(f"'{value}' is not a context: use tokens (8192), 32k, 128K or max", param, ctx)
-        return tokens  # zero or negative: the one-line usage error of build_settings
+        return tokens  # zero or negative: the one-line usage error of the use case
 
 
 def size_options(f):

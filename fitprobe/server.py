@@ -234,7 +234,9 @@ async def get_probe(request: Request) -> Response:
     refresh = request.query_params.get("refresh", "") in ("1", "true", "yes")
     here = await agent.run(agent.probe, refresh)
     age = agent.probes.age("probe") or 0.0
-    return Response(here.report.model_dump_json(), media_type="application/json",
+    from fitprobe.record_json import dumps, record_data
+
+    return Response(dumps(record_data(here.report), indent=None), media_type="application/json",
                     headers={"Age": str(int(age)), "Cache-Control": f"max-age={int(agent.settings.probe_ttl_s)}"})
 
 
