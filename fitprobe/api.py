@@ -13,22 +13,24 @@ from fitprobe.usecases import PlanRequest, Probed, exit_code  # noqa: F401  (par
 
 
 def plan(model: str | PlanRequest, gpu: str | None = None, *, hf_token: str | None = None, verify: bool = False,
-         llama_fit_params: str | None = None, resolver=None, **options):
-    """Size `model` on named hardware: `plan("qwen3-8b", "RTX 4090", gpus=2, context="max")` -> PlanOutput."""
+         llama_fit_params: str | None = None, resolver=None, lookup=None, **options):
+    """Size `model` on named hardware: `plan("qwen3-8b", "RTX 4090", gpus=2, context="max")` -> PlanOutput.
+    `lookup` (fitprobe.deadline.Lookup) bounds the Hub requests (default: `hub_timeout` seconds)."""
     from fitprobe import usecases
 
     return usecases.plan(request(model, gpu, options), hf_token=hf_token, verify=verify,
-                         verify_tool=llama_fit_params, resolver=resolver).output
+                         verify_tool=llama_fit_params, resolver=resolver, lookup=lookup).output
 
 
 def check(model: str | PlanRequest, *, gpu: str | None = None, hf_token: str | None = None, verify: bool = False,
-          llama_fit_params: str | None = None, probe_result: Probed | None = None, resolver=None, **options):
+          llama_fit_params: str | None = None, probe_result: Probed | None = None, resolver=None, lookup=None,
+          **options):
     """Size `model` on this machine, idle and right now -> PlanOutput (`verdict_now`, `recommended_now`).
     `probe_result` (from `fitprobe.usecases.probed()`) reuses a probe already taken."""
     from fitprobe import usecases
 
     return usecases.check(request(model, gpu, options), probe_result=probe_result, hf_token=hf_token,
-                          verify=verify, verify_tool=llama_fit_params, resolver=resolver).output
+                          verify=verify, verify_tool=llama_fit_params, resolver=resolver, lookup=lookup).output
 
 
 def fit(gpu=None, *, probe_result: Probed | None = None, **options):

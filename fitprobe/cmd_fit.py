@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_MODEL, EXIT_USAGE, fail, parse_bytes
+from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_MODEL, fail, parse_bytes
 
 from fitprobe.catalogs.model_uses import USE_CASES
 from fitprobe.estimator.rank import SORTS
@@ -69,38 +69,32 @@ def build(opts: dict, *, hub: bool = False, hub_limit: int = 50, hub_search: str
           hub_timeout: float = 20.0, token: str | None = None, command: str = "fit"):
     """The fit use case (fitprobe.usecases.fit) on the catalog, or on a Hub listing with --hub."""
     from fitprobe import usecases
-    from fitprobe.errors import FitprobeError, UsageError
+    from fitprobe.errors import UsageError
     from fitprobe.fitting import FitRequest
 
-    try:
-        request = FitRequest(
-            gpu=opts.get("gpu"), gpus=opts.get("gpus", 1), memory_gib=opts.get("memory_gib"),
-            ram_gib=opts.get("ram_gib"), usable_fraction=opts.get("usable_fraction", 0.95), min_ctx=opts.get("min_ctx"),
-            min_tps=opts.get("min_tps"), use_case=opts.get("use_case"), engine=opts.get("engine"),
-            family=opts.get("family"), max_params=opts.get("max_params"), include_all=opts.get("include_all", False),
-            sort=opts.get("sort", "score"), limit=opts.get("limit"),
-            min_margin_bytes=parse_bytes(opts.get("min_margin") or "0"))
-    except click.BadParameter as exc:
-        fail(str(exc), EXIT_USAGE)
-    try:
-        subjects, label, notes = None, "bundled catalog", []
-        if hub:
-            if hub_limit < 1:
-                raise UsageError("--hub-limit must be at least 1")
-            if hub_timeout <= 0:
-                raise UsageError("--hub-timeout must be positive")
-            import os
+    request = FitRequest(
+        gpu=opts.get("gpu"), gpus=opts.get("gpus", 1), memory_gib=opts.get("memory_gib"),
+        ram_gib=opts.get("ram_gib"), usable_fraction=opts.get("usable_fraction", 0.95), min_ctx=opts.get("min_ctx"),
+        min_tps=opts.get("min_tps"), use_case=opts.get("use_case"), engine=opts.get("engine"),
+        family=opts.get("family"), max_params=opts.get("max_params"), include_all=opts.get("include_all", False),
+        sort=opts.get("sort", "score"), limit=opts.get("limit"),
+        min_margin_bytes=parse_bytes(opts.get("min_margin") or "0"))
+    subjects, label, notes = None, "bundled catalog", []
+    if hub:
+        if hub_limit < 1:
+            raise UsageError("--hub-limit must be at least 1")
+        if hub_timeout <= 0:
+            raise UsageError("--hub-timeout must be positive")
+        import os
 
-            from fitprobe.catalogs.hub_list import HubListError, hub_subjects
+        from fitprobe.catalogs.hub_list import HubListError, hub_subjects
 
-            try:
-                listing = hub_subjects(limit=hub_limit, search=hub_search, timeout=hub_timeout,
-                                       token=token or os.environ.get("HF_TOKEN"))
-            except HubListError as exc:
-                fail(str(exc), EXIT_MODEL)
-            subjects, label, notes = listing.subjects, listing.label, listing.notes
-        run = usecases.fit(request, subjects=subjects, source=label, command=command)
-        run.output.notes[:0] = notes
-        return run
-    except FitprobeError as exc:
-        fail(str(exc), exc.code)
+        try:
+            listing = hub_subjects(limit=hub_limit, search=hub_search, timeout=hub_timeout,
+                                   token=token or os.environ.get("HF_TOKEN"))
+        except HubListError as exc:
+            fail(str(exc), EXIT_MODEL)
+        subjects, label, notes = listing.subjects, listing.label, listing.notes
+    run = usecases.fit(request, subjects=subjects, source=label, command=command)
+    run.output.notes[:0] = notes
+    return run

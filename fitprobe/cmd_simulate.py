@@ -55,12 +55,12 @@ def _size(model: str, gpu: str | None, gpus: int, memory_gib: float | None, opts
     """The plan's sizing through the shared use case (plan, or check on this machine), without the
     right-now verdict or the report extras."""
     from fitprobe import usecases
-    from fitprobe.commands import request_from
-    from fitprobe.errors import FitprobeError
+    from fitprobe.commands import end_lookup, hub_lookup, request_from
 
     request = request_from(model, gpu, gpus, {**opts, "memory_gib": memory_gib})
+    lookup = hub_lookup(model, opts)
     try:
         use_case = usecases.plan if gpu else usecases.check
-        return use_case(request, command="simulate", right_now=False, hf_token=opts.get("token"))
-    except FitprobeError as exc:
-        fail(str(exc), exc.code)
+        return use_case(request, command="simulate", right_now=False, hf_token=opts.get("token"), lookup=lookup)
+    finally:
+        end_lookup(lookup)

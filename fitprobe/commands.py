@@ -27,8 +27,8 @@ def request_from(model: str, gpu: str | None, gpus: int, opts: dict):
             expect_gpus=opts.get("expect_gpus"), gate_on=opts.get("gate_on") or "now",
             require_context=opts.get("require_context"), require_tps=opts.get("require_tps"),
             strict=bool(opts.get("strict")))
-    except click.BadParameter as exc:
-        raise UsageError(str(exc)) from None
+    except click.BadParameter:
+        raise  # the command group words it as click does, naming the option
     except ValueError as exc:  # a bound the request declares
         raise UsageError(f"invalid option: {exc}") from None
 

@@ -140,11 +140,13 @@ class Agent:
         self.metrics.set_gpus(here.report)
         return here
 
-    def resolve(self, model: str, *, token: str | None = None, revision: str | None = None):
-        """catalogs.resolve.resolve, cached: one Hub lookup per (model, revision) for model_ttl_s."""
+    def resolve(self, model: str, *, token: str | None = None, revision: str | None = None, lookup=None):
+        """catalogs.resolve.resolve, cached: one Hub lookup (under its deadline) per (model, revision) for
+        model_ttl_s; concurrent requests for the same model wait for that one."""
         from fitprobe.catalogs.resolve import resolve
 
-        return self.models.get((model.strip(), revision), lambda: resolve(model, token=token, revision=revision))
+        return self.models.get((model.strip(), revision),
+                               lambda: resolve(model, token=token, revision=revision, lookup=lookup))
 
     async def run(self, fn, *args):
         """fn(*args) in a worker thread, under the capacity limit and the request deadline."""
@@ -214,13 +216,13 @@ def _refuse_local_paths(model: str) -> None:
                          "(run the CLI on the file instead)")
 
 
-def contract_response(output) -> Response:
-    """The PlanOutput as the CLI's --json prints it (validated), with its exit code in a header."""
+def contract_response(output, gate_on: str = "idle") -> Response:
+    """The PlanOutput as the CLI's --json prints it, with the CLI's exit code in a header."""
     from fitprobe.api import exit_code
     from fitprobe.contract import to_json
 
     return Response(to_json(output, indent=None), media_type="application/json",
-                    headers={"X-Fitprobe-Exit-Code": str(exit_code(output))})
+                    headers={"X-Fitprobe-Exit-Code": str(exit_code(output, gate_on))})
 
 
 async def healthz(request: Request) -> Response:
@@ -258,7 +260,7 @@ async def post_check(request: Request) -> Response:
         here = None if req.gpu else agent.probe()
         return api.check(req, probe_result=here, resolver=agent.resolve)
 
-    return contract_response(await agent.run(answer))
+    return contract_response(await agent.run(answer), req.gate_on)
 
 
 async def post_fit(request: Request) -> Response:
