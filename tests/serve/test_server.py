@@ -197,3 +197,15 @@ def test_fit_on_the_probed_gpu(client, conforms):
     assert doc["hardware"]["source"] == "probe" and doc["hardware"]["name"].endswith("H200")
     bad = client.post("/v1/fit", json={"sort": "colour"})
     assert bad.status_code == 400 and "--sort must be one of" in conforms(bad.json(), "Problem")["detail"]
+
+
+def test_check_hardware_gate_and_idle_gating(client, conforms):
+    r = client.post("/v1/check", json={"model": "qwen3-8b", "expect_gpus": 2})
+    assert r.status_code == 503
+    problem = conforms(r.json(), "Problem")
+    assert problem["kind"] == "hardware" and problem["exit_code"] == 4 and "--expect-gpus 2" in problem["detail"]
+    busy = {"model": "qwen3-30b-a3b"}
+    now = client.post("/v1/check", json=busy)
+    idle = client.post("/v1/check", json={**busy, "gate_on": "idle"})
+    assert now.json()["verdict_now"]["status"] == "exceeds" and now.headers["X-Fitprobe-Exit-Code"] == "1"
+    assert idle.headers["X-Fitprobe-Exit-Code"] == "0"  # judged on the idle H200, as --gate-on idle
