@@ -15,7 +15,6 @@ import click
 
 from fitprobe import __version__
 from fitprobe import errors
-from fitprobe.deadline import DEFAULT_LOOKUP_TIMEOUT_S
 
 EXIT_FITS, EXIT_EXCEEDS = errors.FITS, errors.EXCEEDS
 EXIT_USAGE, EXIT_MODEL, EXIT_HARDWARE = errors.USAGE.code, errors.MODEL_NOT_FOUND.code, errors.HARDWARE.code
@@ -108,8 +107,8 @@ def size_options(f):
                      help="speed: CPU cores llama.cpp computes on (default: probed physical cores)"),
         click.option("--token", default=None, help="Hugging Face token for gated repos (or HF_TOKEN)"),
         click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of an org/name MODEL"),
-        click.option("--timeout", "hub_timeout", type=Number(0.1, 3600), default=DEFAULT_LOOKUP_TIMEOUT_S,
-                     show_default=True, help="seconds a Hub lookup may take in all (then exit 75: retry later)"),
+        click.option("--timeout", "hub_timeout", type=Number(0.1, 3600), default=None,  # None: the lookup's 15 s
+                     help="seconds a Hub lookup may take in all (default 15; then exit 75: retry later)"),
         click.option("--verbose", "-v", is_flag=True, help="show the Hub client's log lines and request counts"),
         click.option("--json", "as_json", is_flag=True, help="print the JSON contract"),
         click.option("--text", "also_text", is_flag=True, help="with --json: also print the human report on stderr"),

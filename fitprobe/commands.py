@@ -63,7 +63,12 @@ def json_selection(opts: dict) -> dict:
 
 
 def hub_lookup(model: str, opts: dict):
-    """The Hub budget of this command (--timeout, -v), with a progress line on a terminal after 1 s."""
+    """The Hub budget of this command (--timeout, -v), with a progress line on a terminal after 1 s;
+    None for a name that cannot reach the Hub (a catalog name)."""
+    from fitprobe.usecases import may_ask_hub
+
+    if not may_ask_hub(model):
+        return None
     from fitprobe.deadline import Lookup
 
     lookup = Lookup(timeout=opts.get("hub_timeout") or Lookup.timeout, verbose=bool(opts.get("verbose")))
@@ -79,6 +84,8 @@ def hub_lookup(model: str, opts: dict):
 
 def end_lookup(lookup) -> None:
     """Clear the progress line; with -v say what the lookup cost."""
+    if lookup is None:
+        return
     if lookup.progress_shown:
         sys.stderr.write("\r\033[K")
     if lookup.verbose and lookup.deadline is not None:

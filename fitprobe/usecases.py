@@ -180,7 +180,7 @@ def size(request: PlanRequest, *, command: str, hardware=None, readings=None, pr
     hw = replace(hw, **{k: v for k, v in (("ram_bandwidth_gbs", r.ram_bw), ("cpu_threads", r.cpu_threads)) if v})
     if resolver is None:
         from fitprobe.catalogs.resolve import resolve as resolver
-    if lookup is None:
+    if lookup is None and may_ask_hub(r.model):
         from fitprobe.deadline import Lookup
 
         lookup = Lookup(timeout=r.hub_timeout or Lookup.timeout)
@@ -208,6 +208,12 @@ def size(request: PlanRequest, *, command: str, hardware=None, readings=None, pr
     sized.output.notes[:0] = probe_notes or []
     return Sizing(output=sized.output, result=sized.result, launch_input=sized.launch_input, resolved=resolved,
                  fmt=fmt, settings=settings, hardware=hw)
+
+
+def may_ask_hub(model: str) -> bool:
+    """Only an org/name id (or a Hub URL) can reach the Hub: a catalog name never does (resolve), so the
+    lookup's deadline machinery is not even imported for one."""
+    return "/" in model
 
 
 def exit_code(output, gate_on: str = "now") -> int:
