@@ -273,15 +273,14 @@ def _settings(fmt, hw, r: PlanRequest, context: int):
 
 
 def _attach_verify(sized, tool_path: str | None) -> None:
-    from fitprobe.verify import compare, find_tool, run_fit_params
+    """--verify: llama.cpp's own fitter on this model and quant (a local GGUF, or a sparse one written
+    from the model description), beside fitprobe's plan."""
+    from fitprobe.verify import find_tool, verify_plan
 
-    inp = sized.launch_input
     tool = find_tool(tool_path)
     if tool is None:
         raise UsageError("--verify needs llama-fit-params on PATH or --llama-fit-params PATH")
-    if not inp.gguf_path:
-        raise UsageError("--verify runs llama.cpp on a local GGUF: pass MODEL as a path to a .gguf file")
-    sized.output.verify = compare(run_fit_params(tool, inp.gguf_path, inp.settings), inp)
+    sized.output.verify = verify_plan(tool, sized.launch_input)
 
 
 def _add_now_verdict(sized, min_margin: int) -> None:
