@@ -651,7 +651,10 @@ def _moe_layers(arch: str, cfg: dict, n: int, r: _Reader) -> list[bool]:
         step = cfg.get("interleave_moe_layer_step") or 1
         return [(i + 1) % step == 0 for i in range(n)]
     if isinstance(cfg.get("mlp_layer_types"), list):
-        return [t == "sparse" for t in cfg["mlp_layer_types"]]
+        types = cfg["mlp_layer_types"]
+        if len(types) != n:
+            raise SpecError(f"config.json field mlp_layer_types has {len(types)} entries for {n} layers")
+        return [t == "sparse" for t in types]
     out = []
     for i in range(n):
         moe = i >= first_dense and (i % freq == 0 if arch.startswith("deepseek") else (i + 1) % freq == 0)
