@@ -54,11 +54,7 @@ def report_command(model, gpu, gpus, **opts):
     if opts["html_path"]:
         from .html_report import render_html
 
-        try:
-            with open(opts["html_path"], "w", encoding="utf-8") as fh:
-                fh.write(render_html(out))
-        except OSError as exc:
-            fail(f"cannot write {opts['html_path']}: {exc.strerror}", EXIT_OUTPUT)
+        write_html(opts["html_path"], render_html(out))
     if opts["as_json"] or selection["brief"] or selection["fields"]:
         from fitprobe.contract import to_json
 
@@ -68,6 +64,15 @@ def report_command(model, gpu, gpus, **opts):
     else:
         click.echo(f"wrote {opts['html_path']}")
     sys.exit(EXIT_EXCEEDS if out.verdict.status == "exceeds" else EXIT_FITS)
+
+
+def write_html(path: str, page: str) -> None:
+    """The page to its file; a path that cannot be written is an output error (one line)."""
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(page)
+    except OSError as exc:
+        fail(f"cannot write {path}: {exc.strerror}", EXIT_OUTPUT)
 
 
 def hardware_page(gpu: str | None, gpus: int, opts: dict) -> None:
@@ -80,11 +85,7 @@ def hardware_page(gpu: str | None, gpus: int, opts: dict) -> None:
     if opts["html_path"]:
         from .html_report import render_hardware_html
 
-        try:
-            with open(opts["html_path"], "w", encoding="utf-8") as fh:
-                fh.write(render_hardware_html(out))
-        except OSError as exc:
-            fail(f"cannot write {opts['html_path']}: {exc.strerror}", EXIT_OUTPUT)
+        write_html(opts["html_path"], render_hardware_html(out))
     if opts["as_json"]:
         from fitprobe.contract import fit_to_json
 
