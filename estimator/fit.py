@@ -242,6 +242,7 @@ def fit_model(facts: ModelFacts, ctx: FitContext) -> ModelFit:
         st = RunSettings(quant=fmt.name, context=target, engine=engine,
                          kv_cache_dtype="auto" if engine in ("vllm", "sglang") else "f16")
         inp = LaunchInput(spec=spec, fmt=fmt, settings=st, hw=hw, sizer=sizer, table=ctx.table, hf_id=facts.hf_id,
+                          with_max_context=False,
                           gguf_repo=facts.gguf_repo, ollama_name=facts.ollama, extra={"calibration": ctx.calibration})
         plan = deploy(inp, engine)
         if engine == "vllm" and any(f.flag == "--cpu-offload-gb" for f in plan.flags):

@@ -35,7 +35,7 @@ def plan_all(inp: LaunchInput, engines: list[str]) -> dict[str, LaunchPlan]:
     plans = {e: plan_engine(e, inp) for e in engines}
     for p in plans.values():
         p.speed = plan_speed(inp, p)
-        if p.max_context is None and p.fits and p.command:
+        if p.max_context is None and p.fits and p.command and inp.with_max_context:
             p.max_context = plan_longest_context(inp, p)
     return plans
 

@@ -85,6 +85,7 @@ class LaunchInput:
     refs: ModelRefs = field(default_factory=ModelRefs)
     kv_explicit: bool = False  # the user chose the KV type: planners keep it
     longest_context: bool = False  # --ctx max: the longest context that fits, instead of the one asked
+    with_max_context: bool = True  # every plan states its longest context (a ranking that never reads it skips it)
     gpus_per_node: int = GPUS_PER_NODE
     now: bool = False
     extra: dict = field(default_factory=dict)

@@ -295,7 +295,7 @@ def _build(inp, fmt, st, sized, reasons, notes, w) -> LaunchPlan:
     return plan_from("llama.cpp", inp, sized, st, fmt, command=command, flags=flags, setup=setup, notes=notes,
                      gpu_layers=gl, cpu_moe_layers=cpu_moe, nodes=nodes,
                      tensor_split=list(st.tensor_split) if st.tensor_split else None,
-                     max_context=longest_context(inp, fmt, st, step=PAD) if sized.ok else None)
+                     max_context=longest_context(inp, fmt, st, step=PAD) if sized.ok and inp.with_max_context else None)
 
 
 def _ram_advice(inp: LaunchInput, sized: Sized) -> list[Flag]:
