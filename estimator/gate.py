@@ -38,7 +38,8 @@ class Check:
 @record
 class GateResult:
     passed: bool
-    subject: str = doc(description="what was judged: launch.<engine>")
+    subject: str = doc(description="what was judged: launch.<engine> (the recommended command), or recommended_now "
+                                   "when a check gated right now judged the deployment that fits the free memory")
     checks: list[Check]
     failed: list[str] = doc(default_factory=list, description="names of the requirements that do not hold")
     on: Literal["idle", "now"] = doc(default="idle", description="memory the subject was sized on: 'idle' (the devices' total) or "

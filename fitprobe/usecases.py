@@ -202,9 +202,7 @@ def size(request: PlanRequest, *, command: str, hardware=None, readings=None, pr
     if verify:
         _attach_verify(sized, verify_tool)
     if hardware is not None and right_now:
-        _add_now_verdict(sized, min_margin)
-        if requirements is not None and r.gate_on == "now":
-            _gate_right_now(sized, requirements)
+        _judge_right_now(sized, min_margin, requirements, r.gate_on)
     sized.output.notes[:0] = probe_notes or []
     return Sizing(output=sized.output, result=sized.result, launch_input=sized.launch_input, resolved=resolved,
                  fmt=fmt, settings=settings, hardware=hw)
@@ -283,49 +281,40 @@ def _attach_verify(sized, tool_path: str | None) -> None:
     sized.output.verify = verify_plan(tool, sized.launch_input)
 
 
-def _add_now_verdict(sized, min_margin: int) -> None:
-    """The recommended command against free memory right now (other processes counted)."""
-    from fitprobe.app import error_band, verdict_info
+def _judge_right_now(sized, min_margin: int, requirements, gate_on: str) -> None:
+    """The recommended command against the memory free right now (other processes counted); when it
+    does not fit, the deployment that does (`recommended_now`, planned on free memory). With gate
+    requirements judged right now, the gate's subject is the command that runs now: the recommended
+    one when it fits now, else `recommended_now` (a busy GPU with no plan that fits fails the gate)."""
+    from fitprobe.app import deployment, error_band, verdict_info
+    from fitprobe.estimator.gate import evaluate
+    from fitprobe.estimator.launch import LaunchInput, plan_all
     from fitprobe.estimator.plan import Sizer
 
-    inp = sized.launch_input
+    inp, out = sized.launch_input, sized.output
     hw = inp.hw
     if not any(d.free_bytes is not None for d in hw.devices) and hw.ram_available_bytes is None:
-        return
-    plan_ = sized.output.launch[inp.settings.engine]
+        return  # nothing is known about "now": the idle verdict and gate stand
+    engine = inp.settings.engine
+    plan_ = out.launch[engine]
     if plan_.engine in ("vllm", "sglang"):
         hw = replace(hw, devices=hw.devices[:plan_.tensor_parallel])
     fmt = next((f for f in inp.table.formats if f.name == plan_.quant), inp.fmt)
     sizer = Sizer(inp.spec, inp.table, hw, error_band=error_band(), min_margin_bytes=min_margin,
                   known_weights=inp.sizer.known)
     _, verdict, _ = sizer.size(fmt, plan_.settings, now=True)
-    sized.output.verdict_now = verdict_info(verdict)
+    out.verdict_now = verdict_info(verdict)
+    subject = replace(plan_, status=verdict.status, fits=verdict.status != "exceeds", margin_bytes=verdict.margin_bytes)
     if verdict.status == "exceeds":
-        sized.output.recommended_now = _plan_right_now(inp)
-
-
-def _gate_right_now(sized, requirements) -> None:
-    """The gate judged on the engine's launch plan sized against memory free right now (other processes
-    counted), not on the idle devices: a busy GPU fails the gate."""
-    from fitprobe.estimator.gate import evaluate
-    from fitprobe.estimator.launch import LaunchInput, plan_all
-
-    inp = sized.launch_input
-    if not any(d.free_bytes is not None for d in inp.hw.devices) and inp.hw.ram_available_bytes is None:
-        return  # nothing is known about "now": the idle gate stands
-    now = LaunchInput(**{**inp.__dict__, "now": True})
-    plan_ = plan_all(now, [inp.settings.engine])[inp.settings.engine]
-    sized.output.gate = replace(evaluate(requirements, plan_), on="now")
-
-
-def _plan_right_now(inp):
-    """The deployment that fits the memory free right now (busy GPUs, used RAM), or None."""
-    from fitprobe.app import deployment
-    from fitprobe.estimator.launch import LaunchInput, plan_all
-
-    now = LaunchInput(**{**inp.__dict__, "now": True})
-    alt = plan_all(now, [inp.settings.engine])[inp.settings.engine]
-    return deployment(alt, now) if alt.fits else None
+        now = LaunchInput(**{**inp.__dict__, "now": True})
+        alt = plan_all(now, [engine])[engine]
+        if alt.fits:
+            out.recommended_now = deployment(alt, now)
+            subject = alt
+    if requirements is not None and gate_on == "now":
+        gate = evaluate(requirements, subject)
+        out.gate = replace(gate, on="now", subject="recommended_now" if subject is not plan_ and
+                           out.recommended_now is not None else gate.subject)
 
 
 def fit(request, *, probe_result: Probed | None = None, subjects=None, source: str = "bundled catalog",

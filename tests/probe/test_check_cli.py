@@ -50,3 +50,20 @@ def test_a_busy_gpu_gets_the_deployment_that_fits_right_now(monkeypatch):
     assert now["command"] != data["recommended"]["command"]
     code, text = run_check(monkeypatch, {**H200}, "qwen3-30b-a3b")
     assert json.loads(text)["recommended_now"] is None  # an idle card needs no second plan
+
+
+def test_the_gate_right_now_judges_the_command_that_runs_now(monkeypatch):
+    busy = {**H200, "memory": {**H200["memory"], "used": 130_000 * MiB, "free": 13_158 * MiB}}
+    code, out = run_check(monkeypatch, busy, "qwen3-30b-a3b", "--ram-gib", "256", "--require-context", "8192")
+    data = json.loads(out)
+    gate = data["gate"]
+    assert gate["on"] == "now" and gate["subject"] == "recommended_now" and gate["passed"] and code == 0
+    # the idle card: the recommended command itself, judged on the memory free now
+    code, out = run_check(monkeypatch, {**H200}, "qwen3-30b-a3b", "--require-context", "8192")
+    gate = json.loads(out)["gate"]
+    assert gate["subject"] == "launch.llama.cpp" and gate["on"] == "now" and gate["passed"]
+    # nearly everything taken and a model larger than the RAM: nothing fits right now, the gate fails
+    full = {**H200, "memory": {**H200["memory"], "used": 143_000 * MiB, "free": 771 * MiB}}
+    code, out = run_check(monkeypatch, full, "llama-3.3-70b-instruct", "--ram-gib", "16", "--require-context", "8192")
+    data = json.loads(out)
+    assert code == 1 and not data["gate"]["passed"] and data["recommended_now"] is None
