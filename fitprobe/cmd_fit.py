@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_MODEL, fail, parse_bytes
+from .cli import EXIT_EXCEEDS, EXIT_FITS, fail, parse_bytes
 
 from fitprobe.catalogs.model_uses import USE_CASES
 from fitprobe.estimator.rank import SORTS
@@ -92,8 +92,10 @@ def build(opts: dict, *, hub: bool = False, hub_limit: int = 50, hub_search: str
         try:
             listing = hub_subjects(limit=hub_limit, search=hub_search, timeout=hub_timeout,
                                    token=token or os.environ.get("HF_TOKEN"))
-        except HubListError as exc:
-            fail(str(exc), EXIT_MODEL)
+        except HubListError as exc:  # the Hub could not be listed now and nothing is cached: retry later
+            from fitprobe.errors import RETRY_LATER
+
+            fail(str(exc), RETRY_LATER.code)
         subjects, label, notes = listing.subjects, listing.label, listing.notes
     run = usecases.fit(request, subjects=subjects, source=label, command=command)
     run.output.notes[:0] = notes

@@ -83,7 +83,7 @@ def test_offline_uses_the_cached_listing_and_says_so(listing, monkeypatch):
 def test_offline_without_a_cached_listing_is_one_line(listing, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     code, out, err = run("fit", "--hub", "--gpu", "RTX 4090")
-    assert code == 3 and out == ""
+    assert code == 75 and out == ""  # retry later: the Hub listing is not reachable now
     assert err.count("\n") == 1 and "no Hub listing is cached" in err
 
 
