@@ -288,18 +288,15 @@ def _judge_right_now(sized, min_margin: int, requirements, gate_on: str) -> None
     one when it fits now, else `recommended_now` (a busy GPU with no plan that fits fails the gate)."""
     from fitprobe.app import deployment, error_band, verdict_info
     from fitprobe.estimator.gate import evaluate
-    from fitprobe.estimator.launch import LaunchInput, plan_all
+    from fitprobe.estimator.launch import LaunchInput, plan_all, sized_on
     from fitprobe.estimator.plan import Sizer
 
     inp, out = sized.launch_input, sized.output
-    hw = inp.hw
-    if not any(d.free_bytes is not None for d in hw.devices) and hw.ram_available_bytes is None:
+    if not any(d.free_bytes is not None for d in inp.hw.devices) and inp.hw.ram_available_bytes is None:
         return  # nothing is known about "now": the idle verdict and gate stand
     engine = inp.settings.engine
     plan_ = out.launch[engine]
-    if plan_.engine in ("vllm", "sglang"):
-        hw = replace(hw, devices=hw.devices[:plan_.tensor_parallel])
-    fmt = next((f for f in inp.table.formats if f.name == plan_.quant), inp.fmt)
+    fmt, hw = sized_on(inp, plan_)
     sizer = Sizer(inp.spec, inp.table, hw, error_band=error_band(), min_margin_bytes=min_margin,
                   known_weights=inp.sizer.known)
     _, verdict, _ = sizer.size(fmt, plan_.settings, now=True)

@@ -40,6 +40,16 @@ def plan_all(inp: LaunchInput, engines: list[str]) -> dict[str, LaunchPlan]:
     return plans
 
 
+def sized_on(inp: LaunchInput, plan: LaunchPlan):
+    """(format, hardware) a plan was sized on: its own format, and for vLLM/SGLang only the GPUs its
+    tensor-parallel group uses."""
+    fmt = next((f for f in inp.table.formats if f.name == plan.quant), None) or inp.fmt
+    hw = inp.hw
+    if plan.engine in ("vllm", "sglang"):
+        hw = Hardware(**{**hw.__dict__, "devices": hw.devices[:plan.tensor_parallel]})
+    return fmt, hw
+
+
 def plan_longest_context(inp: LaunchInput, plan: LaunchPlan) -> int | None:
     """The longest context of a plan whose memory is a plain sizing of its settings (not vLLM's
     pipeline stages or CPU offload, whose memory the planner adjusts)."""
@@ -47,10 +57,8 @@ def plan_longest_context(inp: LaunchInput, plan: LaunchPlan) -> int | None:
 
     if plan.pipeline_parallel > 1 or any(f.flag == "--cpu-offload-gb" for f in plan.flags):
         return None
-    fmt = next((f for f in inp.table.formats if f.name == plan.quant), None) or inp.fmt
-    paged = plan.engine in ("vllm", "sglang")
-    hw = Hardware(**{**inp.hw.__dict__, "devices": inp.hw.devices[:plan.tensor_parallel]}) if paged else None
-    return longest_context(inp, fmt, plan.settings, step=16 if paged else 256, hw=hw)
+    fmt, hw = sized_on(inp, plan)
+    return longest_context(inp, fmt, plan.settings, step=16 if plan.engine in ("vllm", "sglang") else 256, hw=hw)
 
 
 def plan_speed(inp: LaunchInput, plan: LaunchPlan):
@@ -60,10 +68,7 @@ def plan_speed(inp: LaunchInput, plan: LaunchPlan):
 
     if not plan.command:
         return None
-    fmt = next((f for f in inp.table.formats if f.name == plan.quant), None) or inp.fmt
-    hw = inp.hw
-    if plan.engine in ("vllm", "sglang"):
-        hw = Hardware(**{**hw.__dict__, "devices": hw.devices[:plan.tensor_parallel]})
+    fmt, hw = sized_on(inp, plan)
     try:
         return estimate_speed(inp.spec, inp.sizer.weights(fmt)[0], plan.settings, hw, plan.sized.mem)
     except ValueError:
