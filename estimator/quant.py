@@ -39,6 +39,17 @@ class TensorRule:
 
 
 @record
+class PublishedFile:
+    """A published GGUF of this format for a bundled model: the tensor bytes llama.cpp printed loading it
+    ('model size', GiB) and its tensor type counts, the check a recipe or mix is held to."""
+
+    model: str = doc(description="bundled catalog name")
+    gib: float = doc(gt=0)
+    source: str
+    types: dict[str, int] = doc(default_factory=dict)
+
+
+@record
 class QuantFormat:
     name: str
     kind: Literal["native", "gguf", "checkpoint", "mlx"]
@@ -54,6 +65,11 @@ class QuantFormat:
     recipes: dict[str, list[TensorRule]] = doc(
         default_factory=dict, description="per-tensor overrides on top of ftype's mix, per recipe_family()")
     group_size: int | None = doc(default=None, gt=0, description="MLX: weights per scale+bias group")
+    published: list[PublishedFile] = doc(default_factory=list)
+    checked_families: list[str] = doc(
+        default_factory=list, description="families sized by ftype's mix alone, checked against published files")
+    tolerance: float | None = doc(
+        default=None, gt=0, description="relative error the sizing keeps to on published files of sized families")
 
 
 @record
@@ -288,8 +304,9 @@ def recipe_family(spec: ModelSpec) -> str:
 
 
 def is_approximate(fmt: QuantFormat, spec: ModelSpec) -> bool:
-    """An approximate format sized without a published recipe for this model's family."""
-    return fmt.approximate and not _recipe(fmt, spec)
+    """An approximate format sized for this model's family by neither a published recipe nor a mix
+    that published files of the family confirm."""
+    return fmt.approximate and not _recipe(fmt, spec) and recipe_family(spec) not in fmt.checked_families
 
 
 def _recipe(fmt: QuantFormat, spec: ModelSpec) -> list[TensorRule] | None:

@@ -4,7 +4,7 @@ from collections import Counter
 import pytest
 
 from fitprobe.catalogs.quants import find_quant, quant_table
-from fitprobe.estimator.quant import is_approximate, tensor_types, weight_bytes
+from fitprobe.estimator.quant import is_approximate, recipe_family, tensor_types, weight_bytes
 
 GIB = 1 << 30
 
@@ -78,3 +78,43 @@ def test_mlx_group_quant_is_bits_plus_half_a_bit(spec_of, bits):
     quantized = w.by_type[f"MLX{bits}"]
     n = 8030261248 - 65 * 4096  # all but the norms
     assert quantized * 8 / n == pytest.approx(bits + 0.5, rel=1e-3)
+
+
+PUBLISHED = [(fmt, pub) for fmt in quant_table().formats for pub in fmt.published]
+
+
+@pytest.mark.parametrize("fmt,pub", PUBLISHED, ids=[f"{f.name}-{p.model}" for f, p in PUBLISHED])
+def test_published_files_hold_each_ud_format_to_its_tolerance(spec_of, fmt, pub):
+    """Where a recipe or a checked mix sizes the family, the published file is within the format's tolerance;
+    where the family stays approximate, it is not (else the data should call the family checked)."""
+    spec = spec_of(pub.model)
+    error = size_gib(spec, fmt.name) / pub.gib - 1
+    if is_approximate(fmt, spec):
+        assert abs(error) > fmt.tolerance, f"{fmt.name} on {pub.model} is {error:+.2%}: mark the family checked"
+    else:
+        assert abs(error) <= fmt.tolerance, f"{fmt.name} on {pub.model}: {error:+.2%}"
+
+
+@pytest.mark.parametrize("fmt,pub", [(f, p) for f, p in PUBLISHED if p.types], ids=lambda x: getattr(x, "name", getattr(x, "model", "")))
+def test_published_type_counts_cover_the_same_tensors(spec_of, fmt, pub):
+    """The load log's type counts add up to fitprobe's tensor inventory of that model: the file is the model."""
+    assert sum(pub.types.values()) == len(tensor_types(spec_of(pub.model), fmt))
+
+
+def test_every_sized_family_is_backed_by_a_published_file(spec_of):
+    for fmt in quant_table().formats:
+        if not fmt.approximate:
+            continue
+        families = {recipe_family(spec_of(p.model)) for p in fmt.published}
+        claimed = set(fmt.recipes) | set(fmt.checked_families)
+        assert claimed <= families, f"{fmt.name}: {sorted(claimed - families)} sized without a published file"
+        assert fmt.tolerance or not (claimed or fmt.published), f"{fmt.name} states no tolerance"
+
+
+def test_ud_q5_k_xl_is_the_q5_k_m_mix_on_dense_and_moe_only(spec_of):
+    for model in ("qwen3-32b", "qwen3-30b-a3b"):
+        spec = spec_of(model)
+        assert size_gib(spec, "UD-Q5_K_XL") == size_gib(spec, "Q5_K_M")
+        assert not is_approximate(find_quant("UD-Q5_K_XL"), spec)
+    assert is_approximate(find_quant("UD-Q5_K_XL"), spec_of("deepseek-v3"))
+    assert not is_approximate(find_quant("UD-Q4_K_XL"), spec_of("qwen3-32b"))  # Q4_K_M mix: 1.3 % short of the file
