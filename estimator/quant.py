@@ -296,8 +296,11 @@ def tensor_types(spec: ModelSpec, fmt: QuantFormat, *, imatrix: bool | None = No
 
 
 def recipe_family(spec: ModelSpec) -> str:
-    """Which of a format's per-family recipes applies: latent-attention MoE (DeepSeek, Kimi K2),
-    other MoE, or dense."""
+    """Which of a format's per-family recipes applies: latent-attention MoE (DeepSeek, Kimi K2), models
+    with recurrent layers (Qwen3.5/3.6 gated delta-net, Nemotron-H Mamba: Unsloth keeps more of them in
+    high precision, so their files are larger), other MoE, or dense."""
+    if spec.ssm is not None:
+        return "hybrid_moe" if spec.moe is not None else "hybrid"
     if spec.moe is not None:
         return "mla_moe" if spec.mla is not None else "moe"
     return "dense"
