@@ -5,6 +5,7 @@ import pytest
 
 from fitprobe.catalogs.quants import find_quant, quant_table
 from fitprobe.estimator.quant import is_approximate, recipe_family, tensor_types, weight_bytes
+from fitprobe.estimator.tensors import inventory
 
 GIB = 1 << 30
 
@@ -122,3 +123,20 @@ def test_ud_q5_k_xl_is_the_q5_k_m_mix_on_dense_and_moe_only(spec_of):
         assert not is_approximate(find_quant("UD-Q5_K_XL"), spec)
     assert is_approximate(find_quant("UD-Q5_K_XL"), spec_of("deepseek-v3"))
     assert not is_approximate(find_quant("UD-Q4_K_XL"), spec_of("qwen3-32b"))  # Q4_K_M mix: 1.3 % short of the file
+
+
+@pytest.mark.parametrize("model", [
+    # mlx_lm.convert -q (4 bits, group 64) logs '[INFO] Quantized model with 4.501 bits per weight.', i.e.
+    # mlx_lm.utils.compute_bits_per_weight: every array's bytes (weights, 16-bit scales and biases, norms) * 8
+    # over the unquantized parameter count. Qwen2.5-14B-Instruct's log (a public mlx-lm walkthrough, code corpus
+    # id 37001104730) also prints 14770.034M parameters; Qwen3-0.6B (tied embeddings): a public talk's
+    # measurement notes (code corpus id 68425879638).
+    "qwen2.5-14b", "qwen3-0.6b",
+])
+def test_mlx_4bit_matches_mlx_lm_bits_per_weight(spec_of, model):
+    spec = spec_of(model)
+    params = sum(t.n for t in inventory(spec) if not t.vision and not t.mtp)
+    w = weight_bytes(spec, find_quant("MLX-4bit"), quant_table())
+    assert round(w.total * 8 / params, 3) == 4.501
+    if model == "qwen2.5-14b":
+        assert params == 14_770_033_664  # "(0.524M/14770.034M)" in the same log
