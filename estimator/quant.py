@@ -441,13 +441,16 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
         uses[key] = uses.get(key, 0) + 1
         return blocks[key][0], blocks[key][1]
 
+    # a checkpoint that leaves named blocks unquantized (modules_to_not_convert) sizes each block on its own
+    named = None if gguf or fmt.name != "FP8" or spec.prequant is None or not spec.prequant.modules_not_converted else True
     for i in range(n):
         # IQ3_XS files give ffn_gate/ffn_up IQ3_XXS in the middle three quarters of the layers;
         # recipes may give the first eighth other types
-        static_b, static_e = block((prep.static_ids[i], i < n // 8, n // 8 <= i < 7 * n // 8), prep.static[i])
+        static_b, static_e = block((prep.static_ids[i], i < n // 8, n // 8 <= i < 7 * n // 8, named and i),
+                                   prep.static[i])
         # attn_v / ffn_down types depend on the layer only through these predicates (see _kquant_type)
         first_v, count_v = st.i_attn_v, prep.v_counts[i]
-        key = (prep.dynamic_ids[i], i < n // 16, i < n // 8, _more_bits(i, n),
+        key = (prep.dynamic_ids[i], named and i, i < n // 16, i < n // 8, _more_bits(i, n),
                tuple((j < 2, j < 4, _more_bits(j, nv)) for j in range(first_v, first_v + count_v)),
                tuple(c < n // 8 for c in range(st.i_ffn_down, st.i_ffn_down + prep.down_counts[i])))
         known = key in blocks
@@ -502,6 +505,29 @@ def _mlx_bytes(t: Tensor, fmt: QuantFormat) -> tuple[str, int]:
     return f"MLX{bits}", t.n * bits // 8 + t.n // group * 4
 
 
+# GGUF tensor name -> the Hugging Face module it comes from (llama-style decoders), for matching a
+# checkpoint's modules_to_not_convert
+_HF_MODULES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+               "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+               "ffn_down": "mlp.down_proj"}
+
+
+def _not_converted(name: str, skipped: list[str]) -> bool:
+    """Whether a checkpoint's quantization_config leaves this tensor in 16 bit: an entry of
+    modules_to_not_convert names the module or a dotted prefix of it (transformers'
+    FbgemmFp8Config and vLLM's is_layer_skipped: Meta's Llama-3.1-405B FP8 lists `model.layers.0`,
+    `model.layers.125`, every `model.layers.N.self_attn` and `lm_head`). Regex entries are not read."""
+    parts = name.split(".")
+    if name == "output.weight":
+        module = "lm_head"
+    elif len(parts) == 4 and parts[0] == "blk" and parts[2] in _HF_MODULES:
+        module = f"model.layers.{parts[1]}.{_HF_MODULES[parts[2]]}"
+    else:
+        return False
+    return any(module == s.rstrip("*").rstrip(".") or module.startswith(s.rstrip("*").rstrip(".") + ".")
+               for s in skipped if not s.startswith("re:"))
+
+
 def _checkpoint_bytes(t: Tensor, fmt: QuantFormat, spec: ModelSpec) -> tuple[str, int]:
     mxfp4_experts = t.expert and spec.prequant is not None and spec.prequant.method == "mxfp4"
     if fmt.kind == "native":
@@ -510,6 +536,8 @@ def _checkpoint_bytes(t: Tensor, fmt: QuantFormat, spec: ModelSpec) -> tuple[str
     if fmt.kind == "mlx":
         return _mlx_bytes(t, fmt)
     keep = not t.quantizable or t.name in ("token_embd.weight", "output.weight")
+    if fmt.name == "FP8" and spec.prequant and spec.prequant.modules_not_converted:
+        keep = keep or _not_converted(t.name, spec.prequant.modules_not_converted)
     if fmt.name == "MXFP4" or (spec.prequant and spec.prequant.method == "mxfp4" and fmt.kind == "checkpoint"):
         keep = keep or not t.expert
     if keep:

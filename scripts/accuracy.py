@@ -56,7 +56,11 @@ def compare_run(run: dict) -> list[tuple[str, float, float]]:
     entry = find_model(run["model"])
     if entry is None:
         return []
-    spec = spec_from_config(entry.config, name=entry.name)
+    config = entry.config
+    if run.get("checkpoint_quantization"):  # the run loaded a pre-quantized checkpoint of the bundled model
+        q = {k: v for k, v in run["checkpoint_quantization"].items() if k != "source"}
+        config = {**config, "quantization_config": q}
+    spec = spec_from_config(config, name=entry.name)
     s, m = run.get("settings") or {}, run["measured"]
     fmt = _fmt(run.get("quant"))
     out: list[tuple[str, float, float]] = []

@@ -73,3 +73,22 @@ def test_vllm_reserve_does_not_grow_with_tp_over_pcie():
     mem = 24 * GIB
     assert vllm_overhead_bytes(4, mem, nvlink=False) == vllm_overhead_bytes(1, mem, nvlink=False)
     assert vllm_overhead_bytes(4, mem, nvlink=True) > vllm_overhead_bytes(4, mem, nvlink=False)
+
+
+def test_meta_405b_fp8_checkpoint_keeps_the_listed_modules_bf16():
+    # vLLM issue 6746: Meta-Llama-3.1-405B-Instruct-FP8 on 8 x H100, "Loading model weights took 57.7520 GB" per
+    # rank. Meta's fbgemm_fp8 checkpoint keeps blocks 0 and 125, every self_attn and lm_head in BF16
+    # (catalogs/data/measured_runs.json checkpoint_quantization, with its source).
+    from fitprobe.catalogs.models import find_model
+    from fitprobe.estimator.config import spec_from_config
+
+    entry = find_model("llama-3.1-405b")
+    skip = ["model.layers.0", "model.layers.125", "lm_head"] + [f"model.layers.{i}.self_attn" for i in range(1, 125)]
+    q = {"quant_method": "fbgemm_fp8", "modules_to_not_convert": skip}
+    spec = spec_from_config({**entry.config, "quantization_config": q}, name=entry.name)
+    fmt = TABLE.find("FP8")
+    meta = weight_bytes(spec, fmt, TABLE)
+    on_load = weight_bytes(spec_from_config(entry.config, name=entry.name), fmt, TABLE)
+    assert meta.per_layer[0] == meta.per_layer[125] > meta.per_layer[1] == meta.per_layer[124]
+    assert meta.total / 8 / GIB == pytest.approx(57.752, rel=0.02)  # -1.8 %; quantized on load: -17 %
+    assert on_load.total / 8 / GIB < 0.85 * 57.752
