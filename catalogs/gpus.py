@@ -43,6 +43,7 @@ class GpuEntry:
     compute_capability: str | None = None
     memory_gib: float | None = doc(default=None, gt=0)
     reported_total_mib: int | None = None
+    cuda_total_mib: int | None = doc(default=None, gt=0)  # nvidia-smi Total minus Reserved: what CUDA/vLLM see
     memory_type: str | None = None
     bandwidth_gbs: float | None = doc(default=None, gt=0)
     fp16_tflops: float | None = doc(default=None, gt=0)
@@ -83,7 +84,8 @@ class GpuEntry:
         name = self.name if n == 1 else f"{self.name} (per chip: {memory / GIB:g} GiB)"
         if self.variant_of and memory_bytes and memory_bytes != int(self.memory_gib * GIB):
             name = f"{self.name.rsplit(' ', 1)[0]} {memory / GIB:g}GB"  # the size given, not the row's
-        return Device(name=name, kind=kind, memory_bytes=memory, usable_cap_bytes=cap,
+        driver_total = self.cuda_total_mib * (1 << 20) if self.cuda_total_mib and not memory_bytes and n == 1 else None
+        return Device(name=name, kind=kind, memory_bytes=memory, driver_total_bytes=driver_total, usable_cap_bytes=cap,
                       bandwidth_gbs=self.bandwidth_gbs / n if self.bandwidth_gbs else None,
                       fp16_tflops=self.fp16_tflops / n if self.fp16_tflops else None, fp8=bool(self.fp8),
                       fp4=bool(self.fp4), unified_memory=self.unified_memory, nvlink=self.nvlink,

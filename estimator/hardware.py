@@ -18,6 +18,9 @@ class Device:
     name: str
     kind: DeviceKind = "gpu"
     memory_bytes: int = doc(gt=0, description="physical memory of the device")
+    driver_total_bytes: int | None = doc(
+        default=None, gt=0,
+        description="the total CUDA reports (cudaMemGetInfo: physical minus driver-reserved); vLLM and SGLang size on it")
     free_bytes: int | None = doc(default=None, ge=0, description="free right now (probed only)")
     usable_cap_bytes: int | None = doc(
         default=None,

@@ -59,9 +59,15 @@ def engine_usable_bytes(hw: Hardware, device: Device, st: RunSettings, *, now: b
     """What the engine lets the model use on one device: vLLM takes its utilization share,
     SGLang its static fraction; others the hardware's usable share."""
     usable = hw.usable_bytes(device, now=now)
-    if st.engine == "vllm":
-        usable = min(usable, int(device.memory_bytes * st.gpu_memory_utilization))
+    if st.engine == "vllm":  # requested_memory = torch.cuda.mem_get_info() total x gpu_memory_utilization
+        usable = min(usable, int(driver_total_bytes(device) * st.gpu_memory_utilization))
     return usable
+
+
+def driver_total_bytes(device: Device) -> int:
+    """What vLLM and SGLang take as the device's total: the CUDA-visible total where it is known
+    (nvidia-smi's Total minus Reserved), else the physical memory."""
+    return device.driver_total_bytes or device.memory_bytes
 
 
 def estimate(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, st: RunSettings, hw: Hardware, *,
@@ -210,7 +216,8 @@ def _paged(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: 
     tp = max(1, len(devices))
     notes: list[str] = []  # filled below
     ref = devices[0] if devices else None
-    batched, seqs = buffers.vllm_batch_defaults(ref.memory_bytes if ref else 0, ref.name if ref else "")
+    ref_total = driver_total_bytes(ref) if ref else 0
+    batched, seqs = buffers.vllm_batch_defaults(ref_total, ref.name if ref else "")
     kv = kv or kv_cache(spec, st, tensor_parallel=tp, max_num_batched_tokens=batched)
     weights_all = w.total + w.vision  # vLLM/SGLang load the vision tower with the model
     pad = buffers.vllm_mxfp4_pad_factor(spec, tp)
@@ -220,12 +227,13 @@ def _paged(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: 
     if spec.vision_params:
         notes.append("vision tower counted in bf16: vLLM/SGLang load it with the language model")
     act = (buffers.vllm_activation_bytes(spec, tp, batched, seqs)
-           + buffers.vllm_overhead_bytes(tp, ref.memory_bytes if ref else 0, nvlink=all(d.nvlink for d in devices)))
+           + buffers.vllm_overhead_bytes(tp, ref_total, nvlink=all(d.nvlink for d in devices)))
     per_device = []
     for dev in devices:
         usable = engine_usable_bytes(hw, dev, st, now=now)
         if st.engine == "sglang":
-            usable = min(usable, dev.memory_bytes - buffers.sglang_reserved_bytes(dev.memory_bytes, tp))
+            total = driver_total_bytes(dev)
+            usable = min(usable, total - buffers.sglang_reserved_bytes(total, tp))
             dbuf = 0  # SGLang keeps activations and graphs outside mem_fraction_static
         else:
             dbuf = act

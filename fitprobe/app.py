@@ -197,7 +197,7 @@ def size_plan(command: str, resolved: ResolvedModel, fmt: QuantFormat, st: RunSe
         asked=asked_info(st, result, subject, band),
         matrix=result.matrix, scaling=result.scaling, launch=launch, speed=subject.speed,
         notes=list(dict.fromkeys(resolved.notes + subject.notes + _format_notes(rec_fmt, weights_source)
-                                 + _ram_notes(hw, rec.mem))),
+                                 + _ram_notes(hw, rec.mem) + _driver_total_notes(hw, rec_st))),
     )
     if subject.speed is None and hw.devices and subject.command:
         out.notes.append("speed not estimated: a device has no bandwidth figure in the catalog")
@@ -210,6 +210,17 @@ def size_plan(command: str, resolved: ResolvedModel, fmt: QuantFormat, st: RunSe
 
         out.gate = evaluate(requirements, subject)
     return Sized(result=result, output=out, launch_input=inp)
+
+
+def _driver_total_notes(hw: Hardware, st: RunSettings) -> list[str]:
+    """vLLM and SGLang take their share of what CUDA reports as total, not of the nominal size: say so."""
+    if st.engine not in ("vllm", "sglang"):
+        return []
+    notes = []
+    for d in {d.name: d for d in hw.devices if d.driver_total_bytes}.values():
+        notes.append(f"{st.engine} sizes its share on the {d.driver_total_bytes / (1 << 30):.2f} GiB CUDA reports as "
+                     f"{d.name}'s total ({d.memory_bytes / (1 << 30):g} GiB physical, less the driver's reserve)")
+    return notes
 
 
 def find_format(name: str, formats: list[QuantFormat]) -> QuantFormat | None:
@@ -355,7 +366,8 @@ def hardware_info(hw: Hardware, st: RunSettings, source: str, *, now: bool,
     devices = []
     for i, d in enumerate(hw.devices):
         devices.append(schema.DeviceInfo(
-            name=d.name, memory_bytes=d.memory_bytes, usable_bytes=engine_usable_bytes(hw, d, st, now=now),
+            name=d.name, memory_bytes=d.memory_bytes, driver_total_bytes=d.driver_total_bytes,
+            usable_bytes=engine_usable_bytes(hw, d, st, now=now),
             free_bytes=d.free_bytes, bandwidth_gbs=d.bandwidth_gbs, catalog_key=d.catalog_key,
             readings=(readings[i] if readings and i < len(readings) else {})))
     return schema.HardwareInfo(

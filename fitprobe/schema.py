@@ -62,6 +62,9 @@ class SettingsInfo:
 class DeviceInfo:
     name: str
     memory_bytes: int = doc(description="physical memory")
+    driver_total_bytes: int | None = doc(
+        default=None, description="the total CUDA reports (physical minus the driver's reserve; probed, or the GPU "
+                                  "catalog's nvidia-smi figure): vLLM and SGLang size their share on it")
     usable_bytes: int = doc(description="what the model may use: usable share, hard caps, engine share")
     free_bytes: int | None = doc(default=None, description="free right now (probed devices)")
     bandwidth_gbs: float | None = doc(default=None, description="memory bandwidth, GB/s (catalog or derived from the probe)")

@@ -43,6 +43,9 @@ def _device(g: GpuReading, entry: dict[str, Any] | None, report: ProbeReport) ->
     if not total:
         _note(report, f"{g.name}: memory size unknown; left out")
         return None
+    # what CUDA (and vLLM's torch.cuda.mem_get_info) reports as total: NVML's total less the driver's reserve
+    reserved = g.memory_reserved_bytes if not g.mig_mode else None
+    driver_total = total - reserved if reserved and 0 < reserved < total else None
     cap = g.usable_cap_bytes
     fraction = entry.get("gpu_working_set_fraction")
     if cap is None and g.vendor == "apple" and fraction:
@@ -51,6 +54,7 @@ def _device(g: GpuReading, entry: dict[str, Any] | None, report: ProbeReport) ->
         name=name,
         kind="apple" if g.vendor == "apple" else ("npu" if g.kind == "npu" else "gpu"),
         memory_bytes=total,
+        driver_total_bytes=driver_total,
         free_bytes=free if free is None or free >= 0 else 0,
         usable_cap_bytes=min(cap, total) if cap else None,
         bandwidth_gbs=float(bandwidth) if bandwidth else None,

@@ -105,8 +105,8 @@ def compare_run(run: dict) -> list[tuple[str, float, float]]:
             out.append(("vllm_weights", m["weights_gib"] * GIB, est_weights))
         total = m.get("total_gpu_memory_gib")
         entry = find_gpu(re.sub(r"^NVIDIA\s+|\s*\(x\d+\)$", "", run.get("gpu") or ""))  # "NVIDIA H100 (x4)" -> "H100"
-        if not total:  # not in the excerpt: the driver-reported total of the catalog's card (nvidia-smi)
-            total = entry.reported_total_mib * MIB / GIB if entry and entry.reported_total_mib else None
+        if not total:  # not in the excerpt: the CUDA-visible total of the catalog's card (nvidia-smi Total - Reserved)
+            total = entry.cuda_total_mib * MIB / GIB if entry and entry.cuda_total_mib else None
         # vLLM >= 0.21 counts its CUDA graphs in the budget; every run here predates it
         graphs = False
         batched, seqs = vllm_batch_defaults(int((total or 0) * GIB), run.get("gpu") or "")

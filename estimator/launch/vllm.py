@@ -14,7 +14,7 @@ from fitprobe.estimator.fields import replace
 import math
 
 from ..hardware import Hardware
-from ..memory import MemoryBreakdown
+from ..memory import MemoryBreakdown, driver_total_bytes
 from ..spec import ModelSpec
 from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, can_offload, cap_context, ctx_text,
                      engine_format, rope_flags,
@@ -306,4 +306,4 @@ def _mem_fraction(mem: MemoryBreakdown, inp: LaunchInput) -> float:
     dev = inp.hw.devices[0]
     if d is None:
         return 0.88
-    return math.floor(d.usable_bytes / dev.memory_bytes * 100) / 100
+    return math.floor(d.usable_bytes / driver_total_bytes(dev) * 100) / 100

@@ -92,3 +92,18 @@ def test_meta_405b_fp8_checkpoint_keeps_the_listed_modules_bf16():
     assert meta.per_layer[0] == meta.per_layer[125] > meta.per_layer[1] == meta.per_layer[124]
     assert meta.total / 8 / GIB == pytest.approx(57.752, rel=0.02)  # -1.8 %; quantized on load: -17 %
     assert on_load.total / 8 / GIB < 0.85 * 57.752
+
+
+@pytest.mark.parametrize("gpu, logged_gib", [("RTX 3090", 23.58), ("RTX 5090", 31.37)])
+def test_vllm_takes_its_share_of_the_cuda_total_vllm_logs(gpu, logged_gib):
+    # "the current vLLM instance can use total_gpu_memory (23.58GiB) x gpu_memory_utilization" (vLLM PR 14447,
+    # RTX 3090s) and "(31.37GiB)" on an RTX 5090 (vLLM issue 14452): the catalog's cuda_total_mib, not 24/32 GiB
+    from fitprobe.estimator.memory import engine_usable_bytes
+
+    device = find_gpu(gpu).device()
+    assert device.driver_total_bytes / GIB == pytest.approx(logged_gib, abs=0.005)
+    hw = Hardware(devices=[device])
+    usable = engine_usable_bytes(hw, device, RunSettings(engine="vllm", gpu_memory_utilization=0.9))
+    assert usable == int(device.driver_total_bytes * 0.9)
+    assert usable < int(device.memory_bytes * 0.9)  # the nominal size would promise 0.4-0.6 GiB more
+    assert engine_usable_bytes(hw, device, RunSettings(engine="llama.cpp")) == int(device.memory_bytes * 0.95)

@@ -108,3 +108,14 @@ def test_probe_wsl_failures_give_reasons_not_exceptions():
 def test_probe_missing_tool():
     readings, status = nvidia_smi.probe(lambda *a, **k: None, lambda *a: None)
     assert readings == [] and status.reason == "nvidia-smi not found"
+
+
+def test_h100_cuda_total_is_nvml_total_less_the_drivers_reserve():
+    # vLLM sizes on torch.cuda.mem_get_info()'s total: 81559 - 479 = 81080 MiB (79.18 GiB) on this driver
+    from fitprobe.probe.to_hardware import probe_hardware
+    from fitprobe.probe.types import PlatformInfo, ProbeReport
+
+    (r,) = _readings(H100)
+    hw = probe_hardware(ProbeReport(platform=PlatformInfo(system="Linux"), gpus=[r]), catalog=[])
+    assert hw.devices[0].memory_bytes == 81559 * MiB
+    assert hw.devices[0].driver_total_bytes == 81080 * MiB
