@@ -9,7 +9,7 @@ from .memory import MemoryBreakdown, estimate
 from .quant import QuantFormat, QuantTable, WeightBytes, is_approximate, weight_bytes
 from .settings import RunSettings
 from .spec import ModelSpec
-from .verdict import Status, Verdict, judge
+from .verdict import Status, Verdict, band_for, judge
 
 SCALING_CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
 
@@ -89,7 +89,8 @@ class Sizer:
     def size(self, fmt: QuantFormat, st: RunSettings, *, now: bool = False) -> tuple[MemoryBreakdown, Verdict, str]:
         w, source = self.weights(fmt)
         mem = estimate(self.spec, fmt, self.table, st, self.hw, weights=w, now=now, kv=self.kv_for(st))
-        verdict = judge(mem, self.hw, error_band=self.error_band, min_margin_bytes=self.min_margin, now=now)
+        verdict = judge(mem, self.hw, error_band=band_for(self.error_band, st.engine), min_margin_bytes=self.min_margin,
+                        now=now)
         return mem, verdict, source
 
     def kv_for(self, st: RunSettings) -> KvCache | None:

@@ -20,16 +20,30 @@ class ErrorBand(float):
     """The estimate's measured error, per component (p90 of |error| in scripts/accuracy.py).
 
     As a float it is the band of the dominant components (weights, KV cache); `bytes_for`
-    gives a plan's own band: each component's bytes times its measured error.
+    gives a plan's own band: each component's bytes times its measured error. `engines` holds
+    the band measured on each engine family's own runs (llama.cpp GGUF vs vLLM checkpoints):
+    their errors differ, so a plan is judged on its engine's band (`band_for`).
     """
 
-    def __new__(cls, weights: float, kv_cache: float, buffers: float):
+    def __new__(cls, weights: float, kv_cache: float, buffers: float, engines: dict | None = None):
         band = super().__new__(cls, max(weights, kv_cache))
         band.weights, band.kv_cache, band.buffers = weights, kv_cache, buffers
+        band.engines = dict(engines or {})
         return band
 
     def bytes_for(self, weights: int, kv_cache: int, buffers: int) -> int:
         return int(weights * self.weights + kv_cache * self.kv_cache + buffers * self.buffers)
+
+
+# which measured runs judge an engine's plans: Ollama runs llama.cpp on GGUF files, SGLang loads the
+# checkpoints vLLM does (MLX has no measured runs: the all-engine band)
+ENGINE_FAMILY = {"llama.cpp": "llama.cpp", "ollama": "llama.cpp", "vllm": "vllm", "sglang": "vllm"}
+
+
+def band_for(error_band: float, engine: str) -> float:
+    """The band of this engine's family where the measured set has one, else the band given."""
+    engines = getattr(error_band, "engines", None) or {}
+    return engines.get(ENGINE_FAMILY.get(engine, ""), error_band)
 
 
 def band_bytes(error_band: float, required: int, weights: int = 0, kv_cache: int = 0, buffers: int = 0) -> int:

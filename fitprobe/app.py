@@ -17,6 +17,7 @@ from fitprobe.estimator.plan import PlanResult, Sizer
 from fitprobe.estimator.quant import QuantFormat
 from fitprobe.estimator.settings import ENGINE_KV_DTYPES, RunSettings
 from fitprobe.estimator.tensors import param_counts
+from fitprobe.estimator.verdict import band_for
 
 from . import schema
 
@@ -27,8 +28,11 @@ def error_band():
     from fitprobe.catalogs import data_path
     from fitprobe.estimator.verdict import ErrorBand
 
-    p90 = json.loads(data_path("error_band.json").read_text())["p90_abs_error"]
-    return ErrorBand(weights=p90["weights"], kv_cache=p90["kv_cache"], buffers=p90["buffers"])
+    data = json.loads(data_path("error_band.json").read_text())
+    p90 = data["p90_abs_error"]
+    engines = {name: ErrorBand(weights=b["weights"], kv_cache=b["kv_cache"], buffers=b["buffers"])
+               for name, b in (data.get("engines") or {}).items()}
+    return ErrorBand(weights=p90["weights"], kv_cache=p90["kv_cache"], buffers=p90["buffers"], engines=engines)
 
 
 CPU_NAMES = ("cpu", "none", "cpu-only")
@@ -193,7 +197,7 @@ def size_plan(command: str, resolved: ResolvedModel, fmt: QuantFormat, st: RunSe
         settings=settings_info(rec_st),
         hardware=hardware_info(hw, rec_st, hardware_source, now=now, readings=device_readings),
         memory=memory_info(rec.mem, weights_source),
-        verdict=verdict_info(rec.verdict, band),
+        verdict=verdict_info(rec.verdict, band_for(band, rec_st.engine)),
         asked=asked_info(st, result, subject, band),
         matrix=result.matrix, scaling=result.scaling, launch=launch, speed=subject.speed,
         notes=list(dict.fromkeys(resolved.notes + subject.notes + _format_notes(rec_fmt, weights_source)
@@ -308,7 +312,7 @@ def asked_info(st: RunSettings, result: PlanResult, plan, band) -> schema.AskedI
     if same:
         return None
     m = result.memory
-    return schema.AskedInfo(settings=settings_info(st), verdict=verdict_info(result.verdict, band),
+    return schema.AskedInfo(settings=settings_info(st), verdict=verdict_info(result.verdict, band_for(band, st.engine)),
                             total_bytes=m.total_bytes, host_bytes=m.host_total_bytes)
 
 

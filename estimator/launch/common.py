@@ -20,7 +20,7 @@ from ..quant import QuantFormat, QuantTable
 from ..settings import RunSettings
 from ..spec import ModelSpec
 from ..speed import Speed
-from ..verdict import Status, Verdict, band_bytes, judge
+from ..verdict import Status, Verdict, band_bytes, band_for, judge
 from .refs import ModelRefs
 
 GIB, MIB = 1 << 30, 1 << 20
@@ -129,8 +129,9 @@ def device_fits(sized: Sized, band: float | None = None) -> bool:
     return True
 
 
-def rejudge(inp: LaunchInput, mem: MemoryBreakdown, hw: Hardware | None = None) -> Verdict:
-    return judge(mem, hw or inp.hw, error_band=inp.sizer.error_band, min_margin_bytes=inp.sizer.min_margin)
+def rejudge(inp: LaunchInput, mem: MemoryBreakdown, hw: Hardware | None = None, *, engine: str) -> Verdict:
+    return judge(mem, hw or inp.hw, error_band=band_for(inp.sizer.error_band, engine),
+                 min_margin_bytes=inp.sizer.min_margin)
 
 
 def largest_fitting(lo: int, hi: int, fits: Callable[[int], bool], step: int = 1) -> int | None:

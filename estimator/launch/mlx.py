@@ -58,6 +58,6 @@ def plan(inp: LaunchInput) -> LaunchPlan:
             notes.append(f"the Metal working-set limit ({gib(dev.usable_cap_bytes)}) blocks the fit, not memory: "
                          f"raising it to {limit_mb} MiB (needed + the estimate's error band) lets the plan fit; "
                          "the setting resets at reboot")
-            sized = Sized(s2.mem, rejudge(inp, s2.mem, raised))
+            sized = Sized(s2.mem, rejudge(inp, s2.mem, raised, engine="mlx"))
     command = shell_join(["mlx_lm.server"] + [p for f in flags for p in (f.flag, f.value) if p is not None])
     return plan_from(engine, inp, sized, st, fmt, command=command, flags=flags, setup=setup, notes=notes)
