@@ -145,7 +145,7 @@ def compare(result: VerifyResult, inp) -> VerifyResult:
         mem = moe_offload(mem, w, overflow)
         result.notes.append(f"{overflow} layers keep their experts in RAM (-ot); fitprobe moves the same number of "
                             "layers' experts")
-    rejudge(inp, mem)
+    rejudge(inp, mem, engine="llama.cpp")
     diffs = []
     for dev, ours in zip(result.devices, mem.per_device):
         dev.fitprobe_mib = ours.total_bytes // MIB
