@@ -442,15 +442,15 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
         return blocks[key][0], blocks[key][1]
 
     # a checkpoint that leaves named blocks unquantized (modules_to_not_convert) sizes each block on its own
-    named = None if gguf or fmt.name != "FP8" or spec.prequant is None or not spec.prequant.modules_not_converted else True
+    own_block = not gguf and fmt.name == "FP8" and bool(spec.prequant and spec.prequant.modules_not_converted)
     for i in range(n):
         # IQ3_XS files give ffn_gate/ffn_up IQ3_XXS in the middle three quarters of the layers;
         # recipes may give the first eighth other types
-        static_b, static_e = block((prep.static_ids[i], i < n // 8, n // 8 <= i < 7 * n // 8, named and i),
+        static_b, static_e = block((prep.static_ids[i], i < n // 8, n // 8 <= i < 7 * n // 8, i if own_block else None),
                                    prep.static[i])
         # attn_v / ffn_down types depend on the layer only through these predicates (see _kquant_type)
         first_v, count_v = st.i_attn_v, prep.v_counts[i]
-        key = (prep.dynamic_ids[i], named and i, i < n // 16, i < n // 8, _more_bits(i, n),
+        key = (prep.dynamic_ids[i], i if own_block else None, i < n // 16, i < n // 8, _more_bits(i, n),
                tuple((j < 2, j < 4, _more_bits(j, nv)) for j in range(first_v, first_v + count_v)),
                tuple(c < n // 8 for c in range(st.i_ffn_down, st.i_ffn_down + prep.down_counts[i])))
         known = key in blocks
