@@ -57,7 +57,8 @@ def test_vllm_reserve_grows_with_tp_and_counts_graphs():
 
 def test_qwen3_235b_fp8_on_4_h100_leaves_about_the_logged_kv_budget():
     # vLLM issue 21348: "Available KV cache memory: 8.11 GiB" per rank (vLLM < 0.21: no graphs in the budget).
-    # fitprobe had promised ~15 GiB (1.9x); the plan below counts the CUDA graphs of current vLLM too.
+    # fitprobe had promised ~15 GiB (1.9x); the plan below counts the CUDA graphs of current vLLM too. On the
+    # 79.18 GiB CUDA reports for an H100 (gpus.json cuda_total_mib) it leaves 8.08 GiB.
     spec = resolve("qwen3-235b-a22b").spec
     fmt = TABLE.find("FP8")
     st = RunSettings(quant="FP8", engine="vllm", kv_cache_dtype="auto", context=8192)
@@ -65,7 +66,7 @@ def test_qwen3_235b_fp8_on_4_h100_leaves_about_the_logged_kv_budget():
     mem = estimate(spec, fmt, TABLE, st, hw)
     d = mem.per_device[0]
     room = d.usable_bytes - d.weights_bytes - d.buffers_bytes + VLLM_CUDA_GRAPH_BYTES
-    assert room / GIB == pytest.approx(8.11, rel=0.15)
+    assert room / GIB == pytest.approx(8.11, rel=0.02)
 
 
 def test_vllm_reserve_does_not_grow_with_tp_over_pcie():
