@@ -82,6 +82,9 @@ class SpeedCalibration:
     cpu: CpuRates = field(default_factory=lambda: CPU_DEFAULT)
     apple_compute: list[ChipCompute] = field(default_factory=list)
     device_rates: list[DeviceRate] = field(default_factory=list)
+    soc_compute: float = doc(default=1.0, gt=0, le=1.5,
+                             description="prefill MFU of a power-shared SoC GPU (DGX Spark, Strix Halo) relative "
+                                         "to a discrete card on the same backend")
     doc: str = ""
 
     def efficiency(self, key: str) -> Efficiency:
@@ -98,9 +101,14 @@ class SpeedCalibration:
         return self.quant_families.get(family, QuantRates())
 
     def device_tflops(self, device: Device, backend: str) -> float | None:
-        """Dense TFLOPS for prefill: the catalog's figure, Apple's shader rate, or a measured rate."""
+        """Dense TFLOPS for prefill: the catalog's figure, Apple's shader rate, or a measured rate.
+
+        A non-Apple unified-memory SoC (DGX Spark, Strix Halo) shares one power budget between CPU and
+        GPU and clocks its GPU down under sustained matmuls: its catalog peak is scaled by `soc_compute`
+        (FORMULAS §4.2: AMD iGPU MFU 0.15–0.3 against 0.4–0.7 on discrete cards)."""
         if device.fp16_tflops:
-            return device.fp16_tflops
+            soc = device.unified_memory and device.kind != "apple"
+            return device.fp16_tflops * (self.soc_compute if soc else 1.0)
         if device.kind == "apple":
             chip = apple_chip(device)
             for c in self.apple_compute:

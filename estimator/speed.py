@@ -3,6 +3,8 @@
 Decode reads, per step, every weight that takes part (routed experts: the share a batch of B
 sequences touches, E·(1-(1-k/E)^B)) plus each sequence's KV cache, once:
     t_step = Σ_devices (dense_d + experts_d / μ) / (BW_d · η · φ_quant) + bytes_cpu / BW_cpu + t_fixed
+             with each device's expert term at least t_moe per 32 MoE blocks it holds (the expert kernels of a
+             block have a latency floor: fast cards reading small experts hit it, slow memory does not)
              + B · 2·N_active / (TFLOPS · MFU_batch)   (B > 1: batched decode turns compute bound)
              + tensor parallel: 2 · L · t_allreduce (NVLink or PCIe)
 llama.cpp's default layer split runs the devices one after another, so their times add; vLLM/SGLang
@@ -61,6 +63,9 @@ class Efficiency:
     batch_compute: float = doc(gt=0, description="MFU of the per-token compute in batched decode")
     fixed_ms: float = doc(ge=0, description="per decode step of a 32-block model (scales with blocks): launches, "
                                             "sync, sampling")
+    moe_floor_ms: float = doc(default=0.0, ge=0, description="least time the routed-expert kernels of 32 MoE blocks "
+                                                             "take per step however few bytes they read (launch, "
+                                                             "router, gather latency)")
     expert_bandwidth: float = doc(default=1.0, gt=0, description="μ: routed-expert reads relative to dense ones "
                                                                  "(MoE kernels gather scattered rows)")
     pipeline: float = doc(default=1.0, ge=0, le=1, description="ρ: share of the ideal layer-split pipeline overlap "
@@ -121,6 +126,7 @@ class DecodeTerms:
     batch: int
     parallel: bool = doc(description="tensor parallel (devices side by side) rather than a layer split")
     link: str = "pcie"
+    n_moe_layers: int = 0
 
 
 @record
@@ -251,7 +257,8 @@ def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware,
     flops = 2 * matmul_params(spec)[0]
     dense = [0.0] * len(devices)
     expert = [0.0] * len(devices)
-    common = dict(flops_per_token=flops, n_layers=spec.n_layers, batch=st.batch)
+    common = dict(flops_per_token=flops, n_layers=spec.n_layers, batch=st.batch,
+                  n_moe_layers=sum(1 for e in w.experts_per_layer if e) if spec.moe else 0)
     if not devices:
         total = sum(lw - ew + ew * touched for lw, ew in zip(w.per_layer, w.experts_per_layer)) + out_read + sum(kv)
         return DecodeTerms(device_dense=[], device_expert=[], cpu_bytes=total, parallel=False, **common)
@@ -316,9 +323,12 @@ def decode_parts(t: DecodeTerms, devices: list[Device], eff: Efficiency, quant: 
                  ) -> dict[str, float]:
     """Milliseconds per decode step, by cause."""
     per = []
+    experts = sum(t.device_expert) or 1.0
     for dev, dense, expert in zip(devices, t.device_dense, t.device_expert):
         bw = dev.bandwidth_gbs * 1e9 * eff.bandwidth * quant.bandwidth * arch_factor
-        per.append((dense + expert / eff.expert_bandwidth) / bw * 1e3)
+        blocks = t.n_moe_layers if t.parallel else t.n_moe_layers * expert / experts  # blocks this device holds
+        floor = eff.moe_floor_ms * blocks / REFERENCE_LAYERS
+        per.append(dense / bw * 1e3 + max(expert / eff.expert_bandwidth / bw * 1e3, floor if expert else 0.0))
     gpu = (max(per) if t.parallel else sum(per)) if per else 0.0
     cpu_ms = 0.0
     if t.cpu_bytes:

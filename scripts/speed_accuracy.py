@@ -4,12 +4,15 @@
     .venv/bin/python scripts/speed_accuracy.py --write   # refit and write the constants into the JSON
 
 The fit (FORMULAS §4) minimises Σ|log(estimate / measured)| by coordinate descent over: per backend
-group η, t_fixed, μ (routed-expert bandwidth), prefill MFU and batched-decode MFU; per quant kernel
-family φ (decode) and ψ (prefill) relative to the K-quants; for CPUs η_cpu, GB/s and GFLOPS per thread.
-Devices with no TFLOPS figure and no Apple shader rate (Strix Halo, DGX Spark) get an effective rate
+group η, t_fixed, t_moe (latency floor of the expert kernels), μ (routed-expert bandwidth), prefill MFU, batched-decode
+MFU and the layer-split pipeline share ρ; per quant kernel family φ (decode) and ψ (prefill) relative to
+the K-quants; one prefill factor for power-shared SoC GPUs (DGX Spark, Strix Halo); for CPUs η_cpu, GB/s
+and GFLOPS per thread. Devices with no TFLOPS figure and no Apple shader rate get an effective rate
 measured on their own prefill points. Leave-one-source-out refits everything without the points of one
 source (one PR, one issue, one benchmark page) and predicts them: how the model does on a publication it
 has not seen. Points it cannot predict then (no compute figure left for the device) are counted apart.
+Points are used as published: a source never calibrates its own prediction, no point gets its own
+factor, and the points left out are listed with the reason in the JSON's `excluded`.
 """
 from __future__ import annotations
 
@@ -28,15 +31,16 @@ from fitprobe.estimator.speed import (NEW_ARCH_FACTOR, CpuRates, Efficiency, Qua
 # Bounds keep the fit physical: η ≤ 0.95 of peak; t_fixed within FORMULAS §4.1's ranges (≤ 6 ms);
 # MFU ≤ 1.2 of the catalog's dense FP16 figure (AMD's dual-issue figures make > 1 impossible, NVIDIA
 # consumer cards' FP16-accumulate rate is 2× the catalogued FP32-accumulate one).
-BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "expert_bandwidth": (0.25, 1.5),
+BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "moe_floor_ms": (0.0, 6.0), "expert_bandwidth": (0.25, 1.5),
           "compute": (0.03, 1.2), "batch_compute": (0.03, 1.2), "q_bandwidth": (0.4, 1.6), "q_compute": (0.2, 3.0),
-          "cpu_bandwidth": (0.2, 0.95), "core_gbs": (1.0, 40.0), "core_gflops": (2.0, 400.0)}
+          "cpu_bandwidth": (0.2, 0.95), "soc_compute": (0.1, 1.0), "core_gbs": (1.0, 40.0), "core_gflops": (2.0, 400.0)}
 
 
 # FORMULAS §4.1: t_fixed ≈ 0.3–1 ms on CUDA with graphs, 2–3 ms on Metal; elsewhere up to 6 ms (BOUNDS).
 FIXED_MAX = {"llama.cpp/cuda": 1.0, "llama.cpp/metal": 3.0}
-# Without multi-device prefill points the pipeline overlap is unknown: half the ideal gain.
-PIPELINE_PRIOR = 0.5
+# Without multi-device prefill points the pipeline overlap is unknown: none counted (the layer split
+# runs the devices one after another, FORMULAS §4.5; the published multi-GPU runs reach 0.05-0.15).
+PIPELINE_PRIOR = 0.0
 
 
 class Case:
@@ -55,6 +59,10 @@ class Case:
             self.terms = decode_terms(spec, w, st, hw, mem)
         else:
             self.terms = prefill_terms(spec, w, st, hw, mem, tokens=p.tokens, depth=p.depth, n_batch=p.n_batch)
+
+    @property
+    def soc(self) -> bool:
+        return any(d.unified_memory and d.kind != "apple" for d in self.devices)
 
     def estimate(self, cal: SpeedCalibration) -> float | None:
         eff = cal.efficiency(self.key)
@@ -151,6 +159,7 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
     families = sorted({c.family for c in cases if c.family != "k" and c.devices})
     cal.quant_families = {f: QuantRates() for f in families}
     cal.cpu = CpuRates(bandwidth=0.65, core_gbs=10.0, core_gflops=50.0)
+    cal.soc_compute = 1.0
     cal.device_rates = device_rates(cases, cal)
 
     def backend_param(key, name):
@@ -160,6 +169,9 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
     def family_param(fam, name):
         return (lambda: getattr(cal.quant_families[fam], name),
                 lambda v: cal.quant_families.__setitem__(fam, replace(cal.quant_families[fam], **{name: v})))
+
+    def top_param(name):
+        return (lambda: getattr(cal, name), lambda v: setattr(cal, name, v))
 
     def cpu_param(name):
         return (lambda: getattr(cal.cpu, name), lambda v: setattr(cal, "cpu", replace(cal.cpu, **{name: v})))
@@ -173,7 +185,11 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
             pre = [c for c in g if c.p.kind == "prefill"]
             bat = [c for c in dec if c.p.batch > 1]
             _fit_eta_fixed(key, one, cal)
-            if moe and len(one) > len(moe):
+            # μ and t_moe trade off on one publication's MoE runs: like t_fixed, they are fitted only when
+            # MoE points of two sources (and two models) can tell them apart; else μ = 1 and no floor
+            if moe and len(one) > len(moe) and len({c.p.source for c in moe}) >= 2:
+                if len({c.p.model for c in moe}) >= 2:
+                    _descend_linear(*backend_param(key, "moe_floor_ms"), moe, cal, *BOUNDS["moe_floor_ms"], steps=30)
                 _descend(*backend_param(key, "expert_bandwidth"), moe, cal, *BOUNDS["expert_bandwidth"])
             if pre:
                 _descend(*backend_param(key, "compute"), pre, cal, *BOUNDS["compute"])
@@ -187,9 +203,12 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
             if any(c.p.kind == "decode" for c in fc):
                 _descend(*family_param(fam, "bandwidth"), [c for c in fc if c.p.kind == "decode"], cal,
                          *BOUNDS["q_bandwidth"])
-            if any(c.p.kind == "prefill" for c in fc):
-                _descend(*family_param(fam, "compute"), [c for c in fc if c.p.kind == "prefill"], cal,
-                         *BOUNDS["q_compute"])
+            pre_fc = [c for c in fc if c.p.kind == "prefill" and not c.soc]  # ψ on discrete cards: SoC points
+            if pre_fc:                                                       # would fold the SoC factor into it
+                _descend(*family_param(fam, "compute"), pre_fc, cal, *BOUNDS["q_compute"])
+        soc = [c for c in cases if c.soc and c.p.kind == "prefill"]
+        if soc:
+            _descend(*top_param("soc_compute"), soc, cal, *BOUNDS["soc_compute"])
         cpu = [c for c in cases if not c.devices]
         if cpu:
             cd = [c for c in cpu if c.p.kind == "decode"]
@@ -211,10 +230,12 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
 def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
     r = lambda x: round(x, 3)  # noqa: E731
     cal.backends = {k: replace(v, bandwidth=r(v.bandwidth), compute=r(v.compute), batch_compute=r(v.batch_compute),
-                               fixed_ms=r(v.fixed_ms), expert_bandwidth=r(v.expert_bandwidth), pipeline=r(v.pipeline))
+                               fixed_ms=r(v.fixed_ms), moe_floor_ms=r(v.moe_floor_ms),
+                               expert_bandwidth=r(v.expert_bandwidth), pipeline=r(v.pipeline))
                     for k, v in cal.backends.items()}
     cal.quant_families = {k: QuantRates(bandwidth=r(v.bandwidth), compute=r(v.compute))
                           for k, v in cal.quant_families.items()}
+    cal.soc_compute = r(cal.soc_compute)
     cal.cpu = replace(cal.cpu, bandwidth=r(cal.cpu.bandwidth), core_gbs=r(cal.cpu.core_gbs),
                       core_gflops=r(cal.cpu.core_gflops))
     return cal
@@ -242,6 +263,7 @@ def main(argv=None) -> int:
         raw["quant_families"] = {k: asdict(v) for k, v in sorted(cal.quant_families.items())}
         raw["cpu"] = asdict(cal.cpu)
         raw["device_rates"] = [asdict(r) for r in cal.device_rates]
+        raw["soc_compute"] = cal.soc_compute
         PATH.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
     defines = {i for r in cal.device_rates for i in r.from_points}
     loso: dict[str, float | None] = {}
@@ -254,7 +276,7 @@ def main(argv=None) -> int:
     errs = {"decode": [], "prefill": []}
     loso_errs = {"decode": [], "prefill": []}
     unpredicted = []
-    print(f"{'point':<32}{'kind':<8}{'backend':<18}{'published':>10}{'estimate':>10}{'error':>8}{'LOSO':>10}{'err':>8}")
+    print(f"{'point':<36}{'kind':<8}{'backend':<18}{'published':>10}{'estimate':>10}{'error':>8}{'LOSO':>10}{'err':>8}")
     for c in cases:
         est = c.estimate(cal)
         err = est / c.p.tps - 1 if est else None
@@ -267,15 +289,17 @@ def main(argv=None) -> int:
         elif not args.no_loso:
             unpredicted.append(c.p.id)
         shown = "(rate)" if c.p.id in defines else (f"{err:+.0%}" if err is not None else "-")
-        print(f"{c.p.id:<32}{c.p.kind:<8}{c.key:<18}{c.p.tps:>10.1f}{(est or 0):>10.1f}{shown:>8}"
+        print(f"{c.p.id:<36}{c.p.kind:<8}{c.key:<18}{c.p.tps:>10.1f}{(est or 0):>10.1f}{shown:>8}"
               f"{(lo or 0):>10.1f}{(f'{lo_err:+.0%}' if lo_err is not None else '-'):>8}")
     print()
     for k, v in sorted(cal.backends.items()):
-        print(f"{k:<18} η {v.bandwidth:.3f}  t_fixed {v.fixed_ms:.2f} ms  μ {v.expert_bandwidth:.2f}  "
+        print(f"{k:<18} η {v.bandwidth:.3f}  t_fixed {v.fixed_ms:.2f} ms  t_moe {v.moe_floor_ms:.2f} ms  "
+              f"μ {v.expert_bandwidth:.2f}  "
               f"MFU {v.compute:.3f}  batch MFU {v.batch_compute:.3f}  ρ {v.pipeline:.2f}  ({v.basis})")
     for k, q in sorted(cal.quant_families.items()):
         print(f"quant {k:<8} φ {q.bandwidth:.3f}  ψ {q.compute:.3f}")
     print(f"cpu: η {cal.cpu.bandwidth:.3f}, {cal.cpu.core_gbs:.2f} GB/s and {cal.cpu.core_gflops:.1f} GFLOPS per thread")
+    print(f"SoC GPU (DGX Spark, Strix Halo) prefill MFU factor {cal.soc_compute:.3f}")
     for r in cal.device_rates:
         print(f"{r.gpu:<26} measured {r.tflops:.2f} effective TFLOPS ({r.backend}, {len(r.from_points)} points)")
     print()

@@ -190,3 +190,31 @@ def test_vllm_dense_single_stream_is_in_the_published_range():
                     kv_cache_dtype="auto")
     assert 60 <= a100.decode_tps <= 90
     assert 100 <= h100.decode_tps <= 160
+
+
+def test_soc_gpus_prefill_at_the_fitted_share_of_their_catalog_peak():
+    cal = load_calibration()
+    spark, strix = find_gpu("DGX Spark").device(), find_gpu("Ryzen AI Max+ 395 128GB").device()
+    for dev in (spark, strix):
+        assert cal.device_tflops(dev, "llama.cpp/cuda") == pytest.approx(dev.fp16_tflops * cal.soc_compute)
+    assert cal.soc_compute < 1  # power-shared SoCs reach less of their peak than discrete cards
+    card = find_gpu("RTX 4090").device()
+    assert cal.device_tflops(card, "llama.cpp/cuda") == card.fp16_tflops
+
+
+def test_moe_expert_kernels_have_a_latency_floor_dense_models_do_not():
+    from fitprobe.estimator.speed import decode_parts, decode_terms
+
+    cal = load_calibration()
+    eff = replace(cal.efficiency("llama.cpp/cuda"), moe_floor_ms=3.2)
+    none = replace(eff, moe_floor_ms=0.0)
+    for model, quant, moe in (("qwen3-30b-a3b", "Q4_K_M", True), ("llama-3.1-8b-instruct", "Q4_K_M", False)):
+        spec, w, st, hw, mem, _ = _run(model, "RTX 4090", quant=quant, context=4096)
+        t = decode_terms(spec, w, st, hw, mem)
+        args = dict(ram_bw_gbs=None, threads=None, tflops=None)
+        with_floor = decode_parts(t, hw.devices, eff, cal.quant_rates("k"), cal.cpu, **args)["GPU bandwidth"]
+        without = decode_parts(t, hw.devices, none, cal.quant_rates("k"), cal.cpu, **args)["GPU bandwidth"]
+        if moe:  # 48 MoE blocks x 3.2 ms / 32 = 4.8 ms of expert kernels at least, more than their bytes take
+            assert with_floor > without and with_floor >= 4.8
+        else:
+            assert with_floor == without
