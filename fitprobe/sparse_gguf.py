@@ -30,6 +30,11 @@ LLAMA_ARCH = {
     "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2", "kimi_k2": "deepseek2",
     "gpt_oss": "gpt-oss", "qwen3_next": "qwen3next",
     "qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe", "qwen3_5_moe_text": "qwen35moe",
+    "glm4": "glm4", "glm4_moe": "glm4moe", "glm_moe_dsa": "glm-dsa", "deepseek_v32": "deepseek32",
+    "deepseek_v4": "deepseek4", "ernie4_5": "ernie4_5", "ernie4_5_moe": "ernie4_5-moe", "hunyuan": "hunyuan-moe",
+    "minicpm": "minicpm", "cohere": "command-r", "minimax_m2": "minimax-m2", "ministral3": "mistral3",
+    "lfm2": "lfm2", "llama4_text": "llama4", "llama4": "llama4", "nemotron_h": "nemotron_h",
+    "gemma4_text": "gemma4", "gemma4": "gemma4",
 }
 # llama_model_deepseek2::load_arch_hparams: LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID for V3-style routers
 _GATING_SIGMOID = 2
@@ -72,6 +77,7 @@ def metadata(spec: ModelSpec) -> dict[str, object]:
         f"{a}.attention.key_length": spec.head_dim,
         f"{a}.attention.value_length": spec.v_head_dim,
         f"{a}.attention.layer_norm_rms_epsilon": 1e-6,
+        f"{a}.attention.layer_norm_epsilon": 1e-5,  # LayerNorm models (command-r, nemotron_h) read this one
         f"{a}.rope.dimension_count": spec.head_dim,
     }
     if spec.moe is not None:
@@ -83,6 +89,8 @@ def metadata(spec: ModelSpec) -> dict[str, object]:
             kv[f"{a}.expert_shared_feed_forward_length"] = m.shared_ffn
         dense_lead = next((i for i, layer in enumerate(spec.layers) if layer.ffn == "moe"), 0)
         kv[f"{a}.leading_dense_block_count"] = dense_lead
+        # llama4 / ernie4_5-moe: layer i is MoE iff (i + 1) % step == 0 (src/models/llama4.cpp is_moe_layer)
+        kv[f"{a}.interleave_moe_layer_step"] = _moe_step(spec)
     windows = {layer.window for layer in attn if layer.attention != "full" and layer.window}
     if windows:
         kv[f"{a}.attention.sliding_window"] = max(windows)
@@ -94,6 +102,20 @@ def metadata(spec: ModelSpec) -> dict[str, object]:
                f"{a}.full_attention_interval": _full_attention_interval(spec)}
         if a.startswith("qwen35"):  # required by llama_model_qwen35*::load_arch_hparams; M-RoPE numerics only
             kv[f"{a}.rope.dimension_sections"] = [0, 0, 0, 0]
+    if spec.ssm is not None and spec.ssm.kind == "shortconv":
+        # llama_model_lfm2::load_arch_hparams: a layer is recurrent iff its n_head_kv is 0
+        kv[f"{a}.shortconv.l_cache"] = spec.ssm.d_conv
+        kv[f"{a}.attention.head_count_kv"] = [layer.n_kv_heads for layer in spec.layers]
+    if spec.ssm is not None and spec.ssm.kind == "mamba2":
+        s = spec.ssm  # llama_model_nemotron_h::load_arch_hparams: recurrent iff n_head_kv == 0 and n_ff == 0
+        kv |= {f"{a}.ssm.conv_kernel": s.d_conv, f"{a}.ssm.inner_size": s.d_inner, f"{a}.ssm.state_size": s.d_state,
+               f"{a}.ssm.time_step_rank": s.n_heads, f"{a}.ssm.group_count": s.n_group,
+               f"{a}.attention.head_count_kv": [layer.n_kv_heads if layer.attention == "full" else 0
+                                                for layer in spec.layers],
+               f"{a}.feed_forward_length": [(layer.ffn_size or spec.moe.expert_ffn if spec.moe else layer.ffn_size)
+                                            if layer.ffn != "none" else 0 for layer in spec.layers]}
+        if spec.moe is not None and spec.moe.latent_size:
+            kv[f"{a}.moe_latent_size"] = spec.moe.latent_size
     if spec.mla is not None:
         m = spec.mla
         # llama.cpp stores MLA as absorbed MQA: one "head" of the latent (+ rope part) for K, the latent for V
@@ -108,7 +130,16 @@ def metadata(spec: ModelSpec) -> dict[str, object]:
             kv[f"{a}.attention.q_lora_rank"] = m.q_lora_rank
         if spec.architecture != "deepseek_v2":
             kv[f"{a}.expert_gating_func"] = _GATING_SIGMOID
+    if spec.architecture == "minimax_m2":  # sigmoid router (config scoring_func); llama-graph.cpp aborts on none
+        kv[f"{a}.expert_gating_func"] = _GATING_SIGMOID
     return kv
+
+
+def _moe_step(spec: ModelSpec) -> int:
+    """k > 1 when exactly the layers with (i + 1) % k == 0 are MoE (Llama 4 Maverick), else 1."""
+    moe = [layer.ffn == "moe" for layer in spec.layers]
+    k = moe.index(True) + 1 if True in moe else 1
+    return k if k > 1 and moe == [(i + 1) % k == 0 for i in range(len(moe))] else 1
 
 
 def _full_attention_interval(spec: ModelSpec) -> int:
