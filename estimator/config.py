@@ -450,7 +450,10 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None, where
         fields.update(mla=mla, n_kv_heads=n_heads, head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim,
                       v_head_dim=mla.v_head_dim)
         if cfg.get("index_head_dim") and cfg.get("index_n_heads"):
-            fields["indexer"] = Indexer(n_heads=cfg["index_n_heads"], head_dim=cfg["index_head_dim"])
+            types = cfg.get("indexer_types") or []
+            fields["indexer"] = Indexer(n_heads=cfg["index_n_heads"], head_dim=cfg["index_head_dim"],
+                                        top_k=cfg.get("index_topk") or 0,
+                                        shared_layers=[i for i, t in enumerate(types) if t == "shared"])
     if arch == "gpt_oss":
         fields.update(attention_sinks=True, attention_bias=True)
     if arch in ("glm4", "glm4_moe") and fields["attention_bias"]:
@@ -461,7 +464,8 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None, where
         fields.update(hc_mult=r.need("hc_mult") or 1, o_groups=r.need("o_groups") or 1,
                       o_lora_rank=r.need("o_lora_rank") or 1, n_kv_heads=1, attention_sinks=True,
                       q_lora_rank=r.need("q_lora_rank") or 1, v_head_dim=head_dim)
-        fields["indexer"] = Indexer(n_heads=r.need("index_n_heads") or 1, head_dim=r.need("index_head_dim") or 1)
+        fields["indexer"] = Indexer(n_heads=r.need("index_n_heads") or 1, head_dim=r.need("index_head_dim") or 1,
+                                    top_k=cfg.get("index_topk") or 0)
     if arch in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
         fields["gated_attention_output"] = True
     fields["ssm"] = _ssm(arch, cfg, hidden, r)

@@ -248,6 +248,11 @@ def _block(spec: ModelSpec, i: int, *, mtp: bool = False) -> list[Tensor]:
 def _inventory(spec: ModelSpec) -> tuple[Tensor, ...]:
     d, V = spec.hidden_size, spec.vocab_size
     tensors = [Tensor("token_embd.weight", (d, V))]
+    if spec.architecture.startswith("gemma4"):
+        # the converter writes the proportional-RoPE frequencies of the global layers (llama.cpp gemma4.cpp
+        # creates rope_freqs {head_dim / 2} and shares it across layers)
+        full = next((layer for layer in spec.layers if layer.attention == "full" and layer.head_dim), None)
+        tensors.append(Tensor("rope_freqs.weight", ((full.head_dim if full else spec.head_dim) // 2,)))
     for i in range(spec.n_layers):
         tensors += _block(spec, i)
     for j in range(spec.mtp_layers):

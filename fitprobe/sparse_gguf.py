@@ -102,6 +102,15 @@ def metadata(spec: ModelSpec) -> dict[str, object]:
                f"{a}.full_attention_interval": _full_attention_interval(spec)}
         if a.startswith("qwen35"):  # required by llama_model_qwen35*::load_arch_hparams; M-RoPE numerics only
             kv[f"{a}.rope.dimension_sections"] = [0, 0, 0, 0]
+    if a == "gemma4":
+        # llama_model_gemma4::load_arch_hparams: full-attention layers take key_length / value_length,
+        # sliding ones the *_swa sizes; no per-layer input embeddings on the text-only checkpoints
+        full = next((layer for layer in spec.layers if layer.attention == "full"), spec.layers[0])
+        head = full.head_dim or spec.head_dim
+        kv |= {f"{a}.attention.key_length": head, f"{a}.attention.value_length": head,
+               f"{a}.attention.key_length_swa": spec.head_dim, f"{a}.attention.value_length_swa": spec.head_dim,
+               f"{a}.rope.dimension_count": head, f"{a}.embedding_length_per_layer_input": 0,
+               f"{a}.attention.head_count_kv": [layer.n_kv_heads for layer in spec.layers]}
     if spec.ssm is not None and spec.ssm.kind == "shortconv":
         # llama_model_lfm2::load_arch_hparams: a layer is recurrent iff its n_head_kv is 0
         kv[f"{a}.shortconv.l_cache"] = spec.ssm.d_conv
@@ -130,6 +139,12 @@ def metadata(spec: ModelSpec) -> dict[str, object]:
             kv[f"{a}.attention.q_lora_rank"] = m.q_lora_rank
         if spec.architecture != "deepseek_v2":
             kv[f"{a}.expert_gating_func"] = _GATING_SIGMOID
+        if spec.indexer is not None:  # llama_model_deepseek32 / glm_dsa::load_arch_hparams
+            ix = spec.indexer
+            kv |= {f"{a}.attention.indexer.head_count": ix.n_heads, f"{a}.attention.indexer.key_length": ix.head_dim,
+                   f"{a}.attention.indexer.top_k": ix.top_k,
+                   # glm_dsa: 1 where a layer keeps its own indexer keys (LLM_KV_ATTENTION_INDEXER_TYPES)
+                   f"{a}.attention.indexer.types": [int(i not in ix.shared_layers) for i in range(spec.n_layers)]}
     if spec.architecture == "minimax_m2":  # sigmoid router (config scoring_func); llama-graph.cpp aborts on none
         kv[f"{a}.expert_gating_func"] = _GATING_SIGMOID
     return kv

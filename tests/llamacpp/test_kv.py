@@ -40,8 +40,9 @@ def test_kv_cache_lines(model, llama_bin, source_gguf):
         ours = kv_cache(spec, st)
         where = f"{model} ctx={ctx} np={seqs} {kv} fa={'on' if fa else 'off'} ub={ub}"
         assert log.kv, f"{where}: llama.cpp printed no KV cache line"
-        # iSWA prints the full-attention cache first, then the sliding-window one
-        expected = [b for b in (ours.full + ours.latent + ours.indexer, ours.windowed) if b]
+        # iSWA prints the full-attention cache first, then the sliding-window one; DSA the MLA latent cache,
+        # then the indexer-key cache (src/llama-kv-cache-dsa.cpp)
+        expected = [b for b in (ours.full + ours.latent, ours.indexer, ours.windowed) if b]
         printed = [line.mib for line in log.kv]
         assert len(printed) == len(expected) and all(printed_mib_matches(b, p) for b, p in zip(expected, printed)), \
             f"{where}: llama.cpp {printed} MiB, fitprobe {[round(b / MIB, 2) for b in expected]} MiB"
