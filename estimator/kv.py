@@ -125,14 +125,21 @@ def _kv_ggml(spec: ModelSpec, st: RunSettings) -> KvCache:
     e = st.kv_bytes_per_element(spec.native_dtype)
     np_ = st.batch
     mlx = st.engine == "mlx"
+    unified = st.kv_unified and not mlx
+    # llama_context: n_ctx = GGML_PAD(n_ctx, 256); per-sequence streams of GGML_PAD(n_ctx / n_seq, 256) cells
+    # each, or one stream of n_ctx cells with --kv-unified (src/llama-context.cpp l. 292-306)
     seq_cells = st.context if mlx else _pad(st.context, LLAMA_CPP_PAD)
-    cells_full = seq_cells * np_
+    cells_full = _pad(st.context * np_, LLAMA_CPP_PAD) if unified else seq_cells * np_
 
     def cells(layer) -> int:
         if layer.attention == "full" or not layer.window:
             return cells_full
         if mlx:
             return min(st.context, layer.window) * np_
+        # the SWA cache: GGML_PAD(min(size, n_swa * (unified ? n_seq : 1) + n_ubatch), 256) cells per stream
+        # (src/llama-kv-cache-iswa.cpp l. 73)
+        if unified:
+            return _pad(min(cells_full, layer.window * np_ + st.ubatch), LLAMA_CPP_PAD)
         return np_ * min(seq_cells, _pad(layer.window + st.ubatch, LLAMA_CPP_PAD))
 
     windowed = [cells(layer) for layer in spec.layers if layer.attention in ("sliding", "chunked")]

@@ -130,6 +130,10 @@ class _MixState:
         self.n_layer = spec.n_layers
         self.n_expert = spec.moe.n_experts if spec.moe else 0
         self.gqa = spec.n_heads // max(1, spec.n_kv_heads) if spec.mla is None else 1
+        if spec.architecture in ("nemotron_h", "lfm2") and spec.layers[0].n_kv_heads == 0:
+            # the rules read hparams.n_gqa() of layer 0, 0 when that block is recurrent (n_head_kv 0 in the GGUF;
+            # llama-hparams.cpp n_gqa, llama-quant.cpp `qs.model.hparams.n_gqa()`)
+            self.gqa = 0
         self.has_output = has_output
         self.is_70b = spec.n_layers == 80 and spec.hidden_size == 8192 and spec.moe is None
         self.n_attn_v = n_attn_v

@@ -14,8 +14,9 @@ from fitprobe.llama_tools import MIB, fit_print, kv_printed, printed_mib_matches
 
 from .conftest import spec_of, supported_models
 
-# (context per sequence, sequences, KV type, flash attention, ubatch): small contexts keep the sparse
-# dry runs fast; a window-sized context exercises the SWA cap; several slots exercise per-sequence streams.
+# (context per sequence, sequences, KV type, flash attention, ubatch): small contexts keep the
+# sparse dry runs fast; a window-sized context exercises the SWA cap; several slots exercise per-sequence
+# streams (one stream of GGML_PAD(n_ctx / n_seq, 256) cells each).
 SETTINGS = [
     (4096, 1, "f16", True, 512),
     (1000, 3, "q8_0", True, 512),
@@ -42,10 +43,30 @@ def test_kv_cache_lines(model, llama_bin, source_gguf):
         assert log.kv, f"{where}: llama.cpp printed no KV cache line"
         # iSWA prints the full-attention cache first, then the sliding-window one; DSA the MLA latent cache,
         # then the indexer-key cache (src/llama-kv-cache-dsa.cpp)
-        expected = [b for b in (ours.full + ours.latent, ours.indexer, ours.windowed) if b]
+        expected = expected_lines(spec, st)
         printed = [line.mib for line in log.kv]
         assert len(printed) == len(expected) and all(printed_mib_matches(b, p) for b, p in zip(expected, printed)), \
             f"{where}: llama.cpp {printed} MiB, fitprobe {[round(b / MIB, 2) for b in expected]} MiB"
         if ours.recurrent:
             rs = sum(line.r_mib + line.s_mib for line in log.recurrent)
             assert printed_mib_matches(ours.recurrent, rs), f"{where}: recurrent {rs} MiB vs {ours.recurrent / MIB:.2f}"
+
+
+def expected_lines(spec, st: RunSettings) -> list[int]:
+    ours = kv_cache(spec, st)
+    return [b for b in (ours.full + ours.latent, ours.indexer, ours.windowed) if b]
+
+
+
+def test_unified_kv_cache_recorded():
+    """--kv-unified: one stream of GGML_PAD(n_ctx, 256) cells. llama-fit-params has no --kv-unified (common/arg.cpp
+    registers it for llama-server and a few tools only), so this is llama-server b11434's own line, recorded:
+    `llama-server -m qwen3-0.6b.gguf -c 9000 -np 3 --kv-unified -ngl 0 --no-warmup -fit off -v` on the sparse GGUF
+    printed `llama_kv_cache: size = 1008.00 MiB (  9216 cells,  28 layers,  3/1 seqs)`; per-sequence streams would
+    hold 3 x GGML_PAD(3000, 256) = 9216 cells too, so the recorded case is checked with the per-sequence
+    alternative that differs (3 x 300 tokens: 1024 cells unified, 1536 apart)."""
+    spec = spec_of("qwen3-0.6b")
+    ours = kv_cache(spec, RunSettings(context=3000, batch=3, kv_unified=True))
+    assert ours.cells_full == 9216 and printed_mib_matches(ours.full, 1008.00)
+    assert kv_cache(spec, RunSettings(context=300, batch=3, kv_unified=True)).cells_full == 1024
+    assert kv_cache(spec, RunSettings(context=300, batch=3)).cells_full == 1536
