@@ -421,7 +421,9 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None, where
         intermediate_size=ff or 0, tied_embeddings=bool(tie), max_context=max_ctx or 1,
         attention_bias=bool(r.get("attention_bias", "bias", default=False)),
         qkv_bias=arch in ("qwen2", "qwen2_moe") or bool(r.get("qkv_bias", default=False)),
-        qk_norm=arch.startswith(("qwen3", "gemma3", "gemma4")) or bool(r.get("use_qk_norm", "qk_layernorm", default=False)),
+        # Llama 4's use_qk_norm is a weightless L2 norm (transformers Llama4TextL2Norm; no tensor in llama4.cpp)
+        qk_norm=arch.startswith(("qwen3", "gemma3", "gemma4", "lfm2")) or (
+            not arch.startswith("llama4") and bool(r.get("use_qk_norm", "qk_layernorm", default=False))),
         post_norms=arch.startswith(("gemma2", "gemma3", "gemma4", "glm4")) and arch != "glm4_moe",
         native_dtype=str(config.get("torch_dtype") or config.get("dtype") or cfg.get("torch_dtype") or "bfloat16"),
         prequant=_prequant(config) or _prequant(cfg),
@@ -448,14 +450,22 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None, where
         fields.update(mla=mla, n_kv_heads=n_heads, head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim,
                       v_head_dim=mla.v_head_dim)
         if cfg.get("index_head_dim") and cfg.get("index_n_heads"):
-            fields["indexer"] = Indexer(n_heads=cfg["index_n_heads"], head_dim=cfg["index_head_dim"])
+            types = cfg.get("indexer_types") or []
+            fields["indexer"] = Indexer(n_heads=cfg["index_n_heads"], head_dim=cfg["index_head_dim"],
+                                        top_k=cfg.get("index_topk") or 0,
+                                        shared_layers=[i for i, t in enumerate(types) if t == "shared"])
     if arch == "gpt_oss":
         fields.update(attention_sinks=True, attention_bias=True)
+    if arch in ("glm4", "glm4_moe") and fields["attention_bias"]:
+        # attention_bias puts biases on q/k/v only, o_proj has none (transformers Glm4MoeAttention;
+        # llama.cpp glm4-moe.cpp creates no attn_output.bias)
+        fields.update(attention_bias=False, qkv_bias=True)
     if arch == "deepseek_v4":
         fields.update(hc_mult=r.need("hc_mult") or 1, o_groups=r.need("o_groups") or 1,
                       o_lora_rank=r.need("o_lora_rank") or 1, n_kv_heads=1, attention_sinks=True,
                       q_lora_rank=r.need("q_lora_rank") or 1, v_head_dim=head_dim)
-        fields["indexer"] = Indexer(n_heads=r.need("index_n_heads") or 1, head_dim=r.need("index_head_dim") or 1)
+        fields["indexer"] = Indexer(n_heads=r.need("index_n_heads") or 1, head_dim=r.need("index_head_dim") or 1,
+                                    top_k=cfg.get("index_topk") or 0)
     if arch in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
         fields["gated_attention_output"] = True
     fields["ssm"] = _ssm(arch, cfg, hidden, r)

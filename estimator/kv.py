@@ -84,13 +84,17 @@ def kv_cache(spec: ModelSpec, settings: RunSettings, *, tensor_parallel: int = 1
     return _kv_ggml(spec, settings)
 
 
+def _v_width(spec: ModelSpec, layer) -> int:
+    return layer.n_kv_heads * (layer.head_dim or spec.v_head_dim)
+
+
 def _sum_layers(spec: ModelSpec, e: float, *, cells, kv_heads, copies: int, index_e: float,
-                recurrent_each: int, v4) -> tuple[list[int], dict[str, float]]:
+                recurrent_each: int, v4, v_row_min: int = 0) -> tuple[list[int], dict[str, float]]:
     """Per-layer cache bytes by kind. The engine decides `cells(layer)` (cells held for the layer),
     `kv_heads(layer)` (heads stored, summed over ranks), how many ranks hold a copy of an MLA latent,
     and the DeepSeek V4 layout `v4(layer)` -> (window, compressed, indexer) bytes."""
     per_layer, out = [], dict(full=0.0, windowed=0.0, latent=0.0, indexer=0.0, recurrent=0.0)
-    for layer in spec.layers:
+    for i, layer in enumerate(spec.layers):
         b = 0.0
         if spec.architecture == "deepseek_v4":
             for kind, part in zip(("windowed", "latent", "indexer"), v4(layer)):
@@ -100,12 +104,12 @@ def _sum_layers(spec: ModelSpec, e: float, *, cells, kv_heads, copies: int, inde
             n = cells(layer)
             if spec.mla is not None:
                 parts = {"latent": n * _row(spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim, e) * copies}
-                if spec.indexer is not None:
+                if spec.indexer is not None and i not in spec.indexer.shared_layers:
                     parts["indexer"] = n * _row(spec.indexer.head_dim, index_e) * copies
             else:
                 kd, vd = (layer.head_dim, layer.head_dim) if layer.head_dim else (spec.head_dim, spec.v_head_dim)
                 kind = "full" if layer.attention == "full" else "windowed"
-                parts = {kind: n * kv_heads(layer) * (_row(kd, e) + _row(vd, e))}
+                parts = {kind: n * (kv_heads(layer) * _row(kd, e) + max(kv_heads(layer) * _row(vd, e), _row(v_row_min, e)))}
             for kind, part in parts.items():
                 out[kind] += part
                 b += part
@@ -121,21 +125,33 @@ def _kv_ggml(spec: ModelSpec, st: RunSettings) -> KvCache:
     e = st.kv_bytes_per_element(spec.native_dtype)
     np_ = st.batch
     mlx = st.engine == "mlx"
+    unified = st.kv_unified and not mlx
+    # llama_context: n_ctx = GGML_PAD(n_ctx, 256); per-sequence streams of GGML_PAD(n_ctx / n_seq, 256) cells
+    # each, or one stream of n_ctx cells with --kv-unified (src/llama-context.cpp l. 292-306)
     seq_cells = st.context if mlx else _pad(st.context, LLAMA_CPP_PAD)
-    cells_full = seq_cells * np_
+    cells_full = _pad(st.context * np_, LLAMA_CPP_PAD) if unified else seq_cells * np_
 
     def cells(layer) -> int:
         if layer.attention == "full" or not layer.window:
             return cells_full
         if mlx:
             return min(st.context, layer.window) * np_
+        # the SWA cache: GGML_PAD(min(size, n_swa * (unified ? n_seq : 1) + n_ubatch), 256) cells per stream
+        # (src/llama-kv-cache-iswa.cpp l. 73)
+        if unified:
+            return _pad(min(cells_full, layer.window * np_ + st.ubatch), LLAMA_CPP_PAD)
         return np_ * min(seq_cells, _pad(layer.window + st.ubatch, LLAMA_CPP_PAD))
 
     windowed = [cells(layer) for layer in spec.layers if layer.attention in ("sliding", "chunked")]
+    # without flash attention V is stored transposed, every layer's row as wide as the widest layer's
+    # (src/llama-kv-cache.cpp l. 157-160, 210 [TAG_V_CACHE_VARIABLE]: Gemma 4's 512-wide global heads)
+    v_row_min = 0 if mlx or st.flash_attention else max(
+        (_v_width(spec, layer) for layer in spec.layers if layer.attention in ("full", "sliding", "chunked")), default=0)
+    # the DSA indexer-key cache is a second llama_kv_cache of -ctk's type, K only (src/llama-kv-cache-dsa.cpp l. 49-52)
     per_layer, out = _sum_layers(
-        spec, e, cells=cells, kv_heads=lambda layer: layer.n_kv_heads, copies=1, index_e=2.0,
+        spec, e, cells=cells, kv_heads=lambda layer: layer.n_kv_heads, copies=1, index_e=e,
         recurrent_each=recurrent_state_bytes(spec, np_, dtype_bytes=2.0 if mlx else 4.0),
-        v4=lambda layer: _v4_layer(spec, layer, st.context, np_, e, paged=False))
+        v4=lambda layer: _v4_layer(spec, layer, st.context, np_, e, paged=False), v_row_min=v_row_min)
     return KvCache(total=sum(per_layer), per_layer=per_layer, cells_full=cells_full,
                    cells_window=windowed[-1] if windowed else 0, **{k: int(v) for k, v in out.items()})
 

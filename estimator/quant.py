@@ -130,12 +130,25 @@ class _MixState:
         self.n_layer = spec.n_layers
         self.n_expert = spec.moe.n_experts if spec.moe else 0
         self.gqa = spec.n_heads // max(1, spec.n_kv_heads) if spec.mla is None else 1
+        if spec.architecture in ("nemotron_h", "lfm2") and spec.layers[0].n_kv_heads == 0:
+            # the rules read hparams.n_gqa() of layer 0, 0 when that block is recurrent (n_head_kv 0 in the GGUF;
+            # llama-hparams.cpp n_gqa, llama-quant.cpp `qs.model.hparams.n_gqa()`)
+            self.gqa = 0
         self.has_output = has_output
         self.is_70b = spec.n_layers == 80 and spec.hidden_size == 8192 and spec.moe is None
         self.n_attn_v = n_attn_v
         self.i_attn_v = 0
         self.i_ffn_down = 0  # ffn_down* tensors seen so far, in llama.cpp's order (by layer, then name)
         self.imatrix = imatrix
+        # llama-quant.cpp layer_info (l. 456): without experts the FFN rules take the ffn_down/gate/up
+        # counter as the layer, so in hybrids whose blocks lack an FFN (Nemotron-H) block i is the i-th FFN
+        ffn_layers = [i for i, layer in enumerate(spec.layers) if layer.ffn != "none"]
+        self.ffn_ordinal = ({layer: k for k, layer in enumerate(ffn_layers)} if self.n_expert <= 1
+                            else {i: i for i in range(spec.n_layers)})
+
+    def ffn_layer(self, layer: int | None) -> int:
+        """The layer index llama.cpp's FFN rules see for a tensor of block `layer`."""
+        return self.ffn_ordinal.get(layer, layer) if layer is not None else 0
 
     @classmethod
     def of(cls, spec: ModelSpec, tensors: tuple[Tensor, ...], imatrix: bool) -> "_MixState":
@@ -224,7 +237,8 @@ def _kquant_type(ftype: str, new: str, t: Tensor, st: _MixState) -> str:
     elif name.endswith("attn_q.weight"):
         new = {"IQ3_XS": "IQ3_XXS", "IQ3_XXS": "IQ2_S"}.get(ftype, new)
     elif "ffn_down" in name:
-        st.i_ffn_down += 1  # llama-quant.cpp l. 668; this path reads the layer from the name instead
+        i = st.ffn_layer(t.layer)
+        st.i_ffn_down += 1  # llama-quant.cpp l. 668; with experts this path reads the layer from the name
         if ftype == "Q2_K":
             new = "Q3_K"
         elif ftype == "IQ3_XXS" and not st.imatrix:
@@ -250,6 +264,7 @@ def _kquant_type(ftype: str, new: str, t: Tensor, st: _MixState) -> str:
             new = {"Q2_K": "Q3_K", "IQ3_XXS": "IQ3_S", "Q3_K_M": "Q4_K", "Q3_K_L": "Q5_K",
                    "IQ3_M": "Q4_K"}.get(ftype, new)
     elif ("ffn_gate" in name or "ffn_up" in name) and "ffn_gate_inp" not in name:
+        i = st.ffn_layer(t.layer)
         if ftype == "IQ3_XS" and n // 8 <= i < 7 * n // 8:
             new = "IQ3_XXS"
     return new
@@ -265,8 +280,10 @@ def _fit_block(new: str, row: int) -> str:
 
 
 def _source_type(t: Tensor, spec: ModelSpec) -> str:
-    """What the converter writes before quantizing: 1-D tensors and routers F32, the rest 16-bit."""
-    if len(t.shape) < 2 or "ffn_gate_inp" in t.name or "ssm_conv1d" in t.name or t.name.endswith("ssm_a"):
+    """What the converter writes before quantizing: 1-D tensors, norms, routers and SSM A/D F32, the rest
+    16-bit (Mamba-2's A, D and grouped norm are 2-D in llama.cpp: src/models/nemotron-h.cpp)."""
+    if (len(t.shape) < 2 or "ffn_gate_inp" in t.name or "ssm_conv1d" in t.name or t.name.endswith(("ssm_a", "ssm_d"))
+            or t.name.endswith("_norm.weight")):
         return "F32"
     return "BF16" if "bfloat16" in spec.native_dtype else "F16"
 
@@ -446,11 +463,12 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
     for i in range(n):
         # IQ3_XS files give ffn_gate/ffn_up IQ3_XXS in the middle three quarters of the layers;
         # recipes may give the first eighth other types
-        static_b, static_e = block((prep.static_ids[i], i < n // 8, n // 8 <= i < 7 * n // 8, i if own_block else None),
-                                   prep.static[i])
+        f = st.ffn_layer(i)
+        static_b, static_e = block((prep.static_ids[i], i < n // 8, f < n // 8, n // 8 <= f < 7 * n // 8,
+                                    i if own_block else None), prep.static[i])
         # attn_v / ffn_down types depend on the layer only through these predicates (see _kquant_type)
         first_v, count_v = st.i_attn_v, prep.v_counts[i]
-        key = (prep.dynamic_ids[i], i if own_block else None, i < n // 16, i < n // 8, _more_bits(i, n),
+        key = (prep.dynamic_ids[i], i if own_block else None, f < n // 16, f < n // 8, _more_bits(f, n),
                tuple((j < 2, j < 4, _more_bits(j, nv)) for j in range(first_v, first_v + count_v)),
                tuple(c < n // 8 for c in range(st.i_ffn_down, st.i_ffn_down + prep.down_counts[i])))
         known = key in blocks

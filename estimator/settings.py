@@ -42,6 +42,8 @@ class RunSettings:
     engine: Engine = "llama.cpp"
     ubatch: int = doc(default=512, gt=0, description="llama.cpp -ub: micro-batch the compute buffer is sized for")
     flash_attention: bool = True
+    kv_unified: bool = doc(default=False, description="llama.cpp --kv-unified: one KV buffer shared by all "
+                                                      "sequences instead of one stream per sequence")
     gpu_layers: int | None = doc(default=None, ge=0, description="llama.cpp -ngl; None = every layer")
     gpu_memory_utilization: float = doc(default=0.9, gt=0, le=1, description="vLLM's share of each GPU")
     cpu_moe_layers: int = doc(default=0, ge=0, description="llama.cpp --n-cpu-moe: routed experts of blocks "

@@ -56,6 +56,9 @@ class Indexer:
 
     n_heads: int
     head_dim: int
+    top_k: int = doc(default=0, description="tokens each query attends to (config index_topk)")
+    shared_layers: list[int] = doc(default_factory=list,
+                                   description="layers reusing the previous full indexer's keys (GLM-5.2 indexer_types 'shared')")
 
 
 @record

@@ -34,6 +34,7 @@ class Tensor(NamedTuple):
             and "_norm" not in self.name
             and "ffn_gate_inp" not in self.name
             and "ssm_conv1d" not in self.name
+            and "shortconv.conv.weight" not in self.name
             and not self.vision
         )
 
@@ -84,7 +85,9 @@ def _attention(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
                 Tensor(f"{p}attn_v.bias", (kv * vd,), i)]
     if spec.attention_bias:
         out.append(Tensor(f"{p}attn_output.bias", (d,), i))
-    if spec.qk_norm:
+    if spec.qk_norm and spec.architecture == "minimax_m2":  # one norm over all heads (src/models/minimax-m2.cpp)
+        out += [Tensor(f"{p}attn_q_norm.weight", (H * hd,), i), Tensor(f"{p}attn_k_norm.weight", (kv * hd,), i)]
+    elif spec.qk_norm:
         out += [Tensor(f"{p}attn_q_norm.weight", (hd,), i), Tensor(f"{p}attn_k_norm.weight", (hd,), i)]
     if spec.attention_sinks:
         out.append(Tensor(f"{p}attn_sinks.weight", (H,), i))
@@ -140,11 +143,14 @@ def _ssm(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
                        Tensor(f"{p}ssm_dt.bias", (s.n_v_heads,), i), Tensor(f"{p}ssm_a", (s.n_v_heads,), i),
                        Tensor(f"{p}ssm_norm.weight", (s.v_head_dim,), i), Tensor(f"{p}ssm_out.weight", (value, d), i)]
     if s.kind == "mamba2":
+        # ggml shapes as llama.cpp creates them (src/models/nemotron-h.cpp, mamba2.cpp): A and D are
+        # {1, n_head}, the gated norm {d_inner / n_group, n_group}
         conv_ch = s.d_inner + 2 * s.n_group * s.d_state
         return [Tensor(f"{p}ssm_in.weight", (d, s.d_inner + conv_ch + s.n_heads), i),
                 Tensor(f"{p}ssm_conv1d.weight", (s.d_conv, conv_ch), i), Tensor(f"{p}ssm_conv1d.bias", (conv_ch,), i),
-                Tensor(f"{p}ssm_dt.bias", (s.n_heads,), i), Tensor(f"{p}ssm_a", (s.n_heads,), i),
-                Tensor(f"{p}ssm_d", (s.n_heads,), i), Tensor(f"{p}ssm_norm.weight", (s.d_inner,), i),
+                Tensor(f"{p}ssm_dt.bias", (s.n_heads,), i), Tensor(f"{p}ssm_a", (1, s.n_heads), i),
+                Tensor(f"{p}ssm_d", (1, s.n_heads), i),
+                Tensor(f"{p}ssm_norm.weight", (s.d_inner // s.n_group, s.n_group), i),
                 Tensor(f"{p}ssm_out.weight", (s.d_inner, d), i)]
     if s.kind == "mamba1":
         return [Tensor(f"{p}ssm_in.weight", (d, 2 * s.d_inner), i),
@@ -165,7 +171,7 @@ def _ffn(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
         return []
     if layer.ffn == "dense":
         ff = layer.ffn_size
-        if spec.architecture == "phi3":
+        if spec.architecture in ("phi3", "glm4"):  # gate and up fused into one ffn_up (src/models/glm4.cpp)
             return [Tensor(f"{p}ffn_up.weight", (d, 2 * ff), i), Tensor(f"{p}ffn_down.weight", (ff, d), i)]
         if spec.architecture == "nemotron_h":  # squared-ReLU MLP: no gate projection
             return [Tensor(f"{p}ffn_up.weight", (d, ff), i), Tensor(f"{p}ffn_down.weight", (ff, d), i)]
@@ -176,8 +182,8 @@ def _ffn(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
     E, eff = m.n_experts, m.expert_ffn
     out = [Tensor(f"{p}ffn_gate_inp.weight", (d, E), i)]
     if m.latent_size:  # LatentMoE: project to the latent width, run experts there, project back
-        out += [Tensor(f"{p}ffn_latent_in.weight", (d, m.latent_size), i),
-                Tensor(f"{p}ffn_latent_out.weight", (m.latent_size, d), i)]
+        out += [Tensor(f"{p}ffn_latent_down.weight", (d, m.latent_size), i),
+                Tensor(f"{p}ffn_latent_up.weight", (m.latent_size, d), i)]
     ed = m.latent_size or d
     if spec.architecture == "nemotron_h":
         out += [Tensor(f"{p}ffn_up_exps.weight", (ed, eff, E), i, expert=True),
@@ -191,7 +197,8 @@ def _ffn(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
                 Tensor(f"{p}ffn_gate_exps.bias", (eff, E), i, expert=True),
                 Tensor(f"{p}ffn_up_exps.bias", (eff, E), i, expert=True),
                 Tensor(f"{p}ffn_down_exps.bias", (d, E), i, expert=True)]
-    if spec.architecture in ("deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm_moe_dsa", "minimax_m2"):
+    if spec.architecture in ("deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm_moe_dsa", "minimax_m2",
+                             "nemotron_h"):
         out.append(Tensor(f"{p}exp_probs_b.bias", (E,), i))
     if m.n_shared_experts and m.shared_ffn and spec.architecture == "nemotron_h":
         out += [Tensor(f"{p}ffn_up_shexp.weight", (d, m.shared_ffn), i),
@@ -206,9 +213,10 @@ def _ffn(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
 
 
 # The converter names the pre-FFN norm after the checkpoint's `post_attention_layernorm` for these
-# (llama.cpp src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp, openai-moe.cpp: LLM_TENSOR_ATTN_POST_NORM).
+# (llama.cpp src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp, openai-moe.cpp, glm4-moe.cpp:
+# LLM_TENSOR_ATTN_POST_NORM).
 _PRE_FFN_NORM = {a: "post_attention_norm" for a in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe",
-                                                     "qwen3_5_moe_text", "gpt_oss")}
+                                                     "qwen3_5_moe_text", "gpt_oss", "glm4_moe")}
 
 
 def _block(spec: ModelSpec, i: int, *, mtp: bool = False) -> list[Tensor]:
@@ -222,7 +230,10 @@ def _block(spec: ModelSpec, i: int, *, mtp: bool = False) -> list[Tensor]:
     if spec.post_norms:
         out.append(Tensor(f"{p}post_attention_norm.weight", (d,), i))
     if layer.ffn != "none":
-        out.append(Tensor(f"{p}{_PRE_FFN_NORM.get(spec.architecture, 'ffn_norm')}.weight", (d,), i))
+        # one norm per block (attn_norm) in Nemotron-H and in Command-R's parallel attention + FFN block
+        # (src/models/nemotron-h.cpp, command-r.cpp)
+        if spec.architecture not in ("nemotron_h", "cohere"):
+            out.append(Tensor(f"{p}{_PRE_FFN_NORM.get(spec.architecture, 'ffn_norm')}.weight", (d,), i))
         out += _ffn(spec, min(i, spec.n_layers - 1), p)
         if spec.post_norms:
             out.append(Tensor(f"{p}post_ffw_norm.weight", (d,), i))
@@ -237,11 +248,17 @@ def _block(spec: ModelSpec, i: int, *, mtp: bool = False) -> list[Tensor]:
 def _inventory(spec: ModelSpec) -> tuple[Tensor, ...]:
     d, V = spec.hidden_size, spec.vocab_size
     tensors = [Tensor("token_embd.weight", (d, V))]
+    if spec.architecture.startswith("gemma4"):
+        # the converter writes the proportional-RoPE frequencies of the global layers (llama.cpp gemma4.cpp
+        # creates rope_freqs {head_dim / 2} and shares it across layers)
+        full = next((layer for layer in spec.layers if layer.attention == "full" and layer.head_dim), None)
+        tensors.append(Tensor("rope_freqs.weight", ((full.head_dim if full else spec.head_dim) // 2,)))
     for i in range(spec.n_layers):
         tensors += _block(spec, i)
     for j in range(spec.mtp_layers):
         tensors += _block(spec, spec.n_layers + j, mtp=True)
-    tensors.append(Tensor("output_norm.weight", (d,)))
+    # LFM2 normalizes the output through LLM_TENSOR_OUTPUT_NORM_LFM2, "token_embd_norm" (llama-arch.cpp)
+    tensors.append(Tensor("token_embd_norm.weight" if spec.architecture == "lfm2" else "output_norm.weight", (d,)))
     if spec.hc_mult:
         n = spec.hc_mult
         tensors += [Tensor("hc_head.fn", (n * d, n)), Tensor("hc_head.base", (n,))]

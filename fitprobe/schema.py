@@ -51,6 +51,7 @@ class SettingsInfo:
     engine: str = doc(description="llama.cpp, vllm, sglang, ollama or mlx: whose allocator was modelled")
     ubatch: int = doc(description="llama.cpp micro-batch the compute buffer is sized for")
     flash_attention: bool = doc(description="llama.cpp flash attention (without it the compute buffer grows with context)")
+    kv_unified: bool = doc(default=False, description="llama.cpp --kv-unified: one KV stream shared by all sequences")
     gpu_layers: int | None = doc(description="llama.cpp -ngl (counts the output layer); null = all")
     gpu_memory_utilization: float = doc(description="vLLM's share of each GPU")
     cpu_moe_layers: int = doc(default=0, description="llama.cpp --n-cpu-moe: routed experts of blocks 0..N-1 in RAM")

@@ -30,6 +30,16 @@ LLAMA_ARCH = {
     "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2", "kimi_k2": "deepseek2",
     "gpt_oss": "gpt-oss", "qwen3_next": "qwen3next",
     "qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe", "qwen3_5_moe_text": "qwen35moe",
+    "glm4": "glm4", "glm4_moe": "glm4moe", "glm_moe_dsa": "glm-dsa", "deepseek_v32": "deepseek32",
+    "ernie4_5": "ernie4_5", "ernie4_5_moe": "ernie4_5-moe", "hunyuan": "hunyuan-moe",
+    "minicpm": "minicpm", "cohere": "command-r", "minimax_m2": "minimax-m2", "ministral3": "mistral3",
+    "lfm2": "lfm2", "llama4_text": "llama4", "llama4": "llama4", "nemotron_h": "nemotron_h",
+    "gemma4_text": "gemma4", "gemma4": "gemma4",
+}
+# Bundled families the pinned build runs but this writer does not map yet, and what is missing.
+NOT_MAPPED = {
+    "deepseek_v4": "llama.cpp's deepseek4 needs the hash-routed layers' tid2eid tables, hc_*.weight names, "
+                   "the head's hc scale and compressor keys that fitprobe's inventory does not describe yet",
 }
 # llama_model_deepseek2::load_arch_hparams: LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID for V3-style routers
 _GATING_SIGMOID = 2
@@ -42,9 +52,10 @@ class UnsupportedArchitecture(ValueError):
 def llama_arch(spec: ModelSpec) -> str:
     arch = LLAMA_ARCH.get(spec.architecture)
     if arch is None:
+        why = NOT_MAPPED.get(spec.architecture)
         raise UnsupportedArchitecture(
             f"no llama.cpp GGUF mapping for architecture '{spec.architecture}' "
-            f"(supported: {', '.join(sorted(LLAMA_ARCH))})")
+            + (f"({why})" if why else f"(supported: {', '.join(sorted(LLAMA_ARCH))})"))
     return arch
 
 
@@ -72,6 +83,7 @@ def metadata(spec: ModelSpec) -> dict[str, object]:
         f"{a}.attention.key_length": spec.head_dim,
         f"{a}.attention.value_length": spec.v_head_dim,
         f"{a}.attention.layer_norm_rms_epsilon": 1e-6,
+        f"{a}.attention.layer_norm_epsilon": 1e-5,  # LayerNorm models (command-r, nemotron_h) read this one
         f"{a}.rope.dimension_count": spec.head_dim,
     }
     if spec.moe is not None:
@@ -83,6 +95,8 @@ def metadata(spec: ModelSpec) -> dict[str, object]:
             kv[f"{a}.expert_shared_feed_forward_length"] = m.shared_ffn
         dense_lead = next((i for i, layer in enumerate(spec.layers) if layer.ffn == "moe"), 0)
         kv[f"{a}.leading_dense_block_count"] = dense_lead
+        # llama4 / ernie4_5-moe: layer i is MoE iff (i + 1) % step == 0 (src/models/llama4.cpp is_moe_layer)
+        kv[f"{a}.interleave_moe_layer_step"] = _moe_step(spec)
     windows = {layer.window for layer in attn if layer.attention != "full" and layer.window}
     if windows:
         kv[f"{a}.attention.sliding_window"] = max(windows)
@@ -94,6 +108,29 @@ def metadata(spec: ModelSpec) -> dict[str, object]:
                f"{a}.full_attention_interval": _full_attention_interval(spec)}
         if a.startswith("qwen35"):  # required by llama_model_qwen35*::load_arch_hparams; M-RoPE numerics only
             kv[f"{a}.rope.dimension_sections"] = [0, 0, 0, 0]
+    if a == "gemma4":
+        # llama_model_gemma4::load_arch_hparams: full-attention layers take key_length / value_length,
+        # sliding ones the *_swa sizes; no per-layer input embeddings on the text-only checkpoints
+        full = next((layer for layer in spec.layers if layer.attention == "full"), spec.layers[0])
+        head = full.head_dim or spec.head_dim
+        kv |= {f"{a}.attention.key_length": head, f"{a}.attention.value_length": head,
+               f"{a}.attention.key_length_swa": spec.head_dim, f"{a}.attention.value_length_swa": spec.head_dim,
+               f"{a}.rope.dimension_count": head, f"{a}.embedding_length_per_layer_input": 0,
+               f"{a}.attention.head_count_kv": [layer.n_kv_heads for layer in spec.layers]}
+    if spec.ssm is not None and spec.ssm.kind == "shortconv":
+        # llama_model_lfm2::load_arch_hparams: a layer is recurrent iff its n_head_kv is 0
+        kv[f"{a}.shortconv.l_cache"] = spec.ssm.d_conv
+        kv[f"{a}.attention.head_count_kv"] = [layer.n_kv_heads for layer in spec.layers]
+    if spec.ssm is not None and spec.ssm.kind == "mamba2":
+        s = spec.ssm  # llama_model_nemotron_h::load_arch_hparams: recurrent iff n_head_kv == 0 and n_ff == 0
+        kv |= {f"{a}.ssm.conv_kernel": s.d_conv, f"{a}.ssm.inner_size": s.d_inner, f"{a}.ssm.state_size": s.d_state,
+               f"{a}.ssm.time_step_rank": s.n_heads, f"{a}.ssm.group_count": s.n_group,
+               f"{a}.attention.head_count_kv": [layer.n_kv_heads if layer.attention == "full" else 0
+                                                for layer in spec.layers],
+               f"{a}.feed_forward_length": [(layer.ffn_size or spec.moe.expert_ffn if spec.moe else layer.ffn_size)
+                                            if layer.ffn != "none" else 0 for layer in spec.layers]}
+        if spec.moe is not None and spec.moe.latent_size:
+            kv[f"{a}.moe_latent_size"] = spec.moe.latent_size
     if spec.mla is not None:
         m = spec.mla
         # llama.cpp stores MLA as absorbed MQA: one "head" of the latent (+ rope part) for K, the latent for V
@@ -108,7 +145,22 @@ def metadata(spec: ModelSpec) -> dict[str, object]:
             kv[f"{a}.attention.q_lora_rank"] = m.q_lora_rank
         if spec.architecture != "deepseek_v2":
             kv[f"{a}.expert_gating_func"] = _GATING_SIGMOID
+        if spec.indexer is not None:  # llama_model_deepseek32 / glm_dsa::load_arch_hparams
+            ix = spec.indexer
+            kv |= {f"{a}.attention.indexer.head_count": ix.n_heads, f"{a}.attention.indexer.key_length": ix.head_dim,
+                   f"{a}.attention.indexer.top_k": ix.top_k,
+                   # glm_dsa: 1 where a layer keeps its own indexer keys (LLM_KV_ATTENTION_INDEXER_TYPES)
+                   f"{a}.attention.indexer.types": [int(i not in ix.shared_layers) for i in range(spec.n_layers)]}
+    if spec.architecture == "minimax_m2":  # sigmoid router (config scoring_func); llama-graph.cpp aborts on none
+        kv[f"{a}.expert_gating_func"] = _GATING_SIGMOID
     return kv
+
+
+def _moe_step(spec: ModelSpec) -> int:
+    """k > 1 when exactly the layers with (i + 1) % k == 0 are MoE (Llama 4 Maverick), else 1."""
+    moe = [layer.ffn == "moe" for layer in spec.layers]
+    k = moe.index(True) + 1 if True in moe else 1
+    return k if k > 1 and moe == [(i + 1) % k == 0 for i in range(len(moe))] else 1
 
 
 def _full_attention_interval(spec: ModelSpec) -> int:
