@@ -11,6 +11,7 @@ from fitprobe.estimator.fields import doc, record
 from fitprobe.estimator.launch.refs import ModelRefs
 
 MODELS_DIR = Path(__file__).parent / "data" / "models"
+UNMODELLED_FILE = Path(__file__).parent / "data" / "unmodelled_models.json"
 
 
 class CatalogError(ValueError):
@@ -83,6 +84,42 @@ def find_model(name: str) -> ModelEntry | None:
     if hit is None and name.rstrip().endswith(")"):
         hit = _index().get(_norm(re.sub(r"\s*\([^()]*\)\s*$", "", name)))
     return hit
+
+
+@record
+class UnmodelledModel:
+    """A published model whose architecture fitprobe cannot size yet: kept so that its names fail
+    closed naming what is missing, rather than 'unknown model' or a same-family stand-in."""
+    name: str
+    display_name: str
+    hf_id: str
+    aliases: list[str] = doc(default_factory=list)
+    config_source: str
+    notes: str
+    config: dict
+
+
+@record
+class UnmodelledModels:
+    about: str
+    models: list[UnmodelledModel]
+
+
+@lru_cache(maxsize=1)
+def load_unmodelled() -> tuple[UnmodelledModel, ...]:
+    try:
+        return tuple(load_json_file(UnmodelledModels, UNMODELLED_FILE).models)
+    except CatalogValidationError as exc:
+        raise CatalogError(str(exc)) from None
+
+
+def find_unmodelled(name: str) -> UnmodelledModel | None:
+    """A known-but-unmodelled model by name, Hub id (with or without org), display name or alias."""
+    key = _norm(re.sub(r"\s*\([^()]*\)\s*$", "", name))
+    for m in load_unmodelled():
+        if key in {_norm(k) for k in (m.name, m.hf_id, m.hf_id.split("/")[-1], m.display_name, *m.aliases)}:
+            return m
+    return None
 
 
 @lru_cache(maxsize=1)
