@@ -23,6 +23,9 @@ def _experts(spec) -> int:
     ("llama-3.2-3b-instruct", "llama-3.2-3b"),
     ("minimax-m2.5", "minimax-m2.5-nvfp4"),  # assembled from NVIDIA's re-quantization's verbatim config
     ("gemma-4-31b-it", "gemma-4-31b-it-nvfp4"),
+    ("deepseek-r1-distill-qwen-32b", "qwen2.5-32b-instruct"),  # distills keep their base's shapes
+    ("deepseek-r1-distill-llama-8b", "llama-3.1-8b-instruct"),
+    ("qwen3-coder-30b-a3b-instruct", "qwen3-30b-a3b"),
 ])
 def test_entries_size_as_the_config_they_share_shapes_with(spec_of, added, source):
     a, b = spec_of(added), spec_of(source)
