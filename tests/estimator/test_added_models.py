@@ -26,6 +26,9 @@ def _experts(spec) -> int:
     ("deepseek-r1-distill-qwen-32b", "qwen2.5-32b-instruct"),  # distills keep their base's shapes
     ("deepseek-r1-distill-llama-8b", "llama-3.1-8b-instruct"),
     ("qwen3-coder-30b-a3b-instruct", "qwen3-30b-a3b"),
+    ("qwen3-30b-a3b-instruct-2507", "qwen3-30b-a3b"),  # the 2507 updates keep the network, widen the window
+    ("qwen3-4b-instruct-2507", "qwen3-4b"),
+    ("gemma-4-26b-a4b-it", "gemma-4-26b-a4b"),
 ])
 def test_entries_size_as_the_config_they_share_shapes_with(spec_of, added, source):
     a, b = spec_of(added), spec_of(source)
