@@ -29,6 +29,7 @@ def _experts(spec) -> int:
     ("qwen3-30b-a3b-instruct-2507", "qwen3-30b-a3b"),  # the 2507 updates keep the network, widen the window
     ("qwen3-4b-instruct-2507", "qwen3-4b"),
     ("gemma-4-26b-a4b-it", "gemma-4-26b-a4b"),
+    ("nemotron-3-super-120b-a12b", "nemotron-3-super-120b-a12b-fp8"),
 ])
 def test_entries_size_as_the_config_they_share_shapes_with(spec_of, added, source):
     a, b = spec_of(added), spec_of(source)

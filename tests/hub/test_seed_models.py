@@ -33,8 +33,7 @@ RESOLVES = {
     "Llama 4 Scout 17B-16E (109B)": "llama-4-scout-17b-16e-instruct", "Llama 3.3 70B Instruct": "llama-3.3-70b-instruct",
     "Llama 3.1 8B Instruct": "llama-3.1-8b-instruct", "Llama 3.2 3B Instruct": "llama-3.2-3b-instruct",
     "Mixtral 8x7B Instruct": "mixtral-8x7b-instruct-v0.1", "Nemotron 3 Ultra 550B-A55B": "nemotron-3-ultra-550b-a55b",
-    # NVIDIA publishes Super only as FP8 and NVFP4 checkpoints besides BF16; the bundled config is the FP8 one
-    "Nemotron 3 Super 120B-A12B": "nemotron-3-super-120b-a12b-fp8",
+    "Nemotron 3 Super 120B-A12B": "nemotron-3-super-120b-a12b",
     "Nemotron 3 Nano 30B-A3B": "nemotron-3-nano-30b-a3b", "Phi-4 14B": "phi-4",
 }
 
