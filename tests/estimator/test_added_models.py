@@ -30,6 +30,7 @@ def _experts(spec) -> int:
     ("qwen3-4b-instruct-2507", "qwen3-4b"),
     ("gemma-4-26b-a4b-it", "gemma-4-26b-a4b"),
     ("nemotron-3-super-120b-a12b", "nemotron-3-super-120b-a12b-fp8"),
+    ("kimi-dev-72b", "qwen2.5-72b-instruct"),
 ])
 def test_entries_size_as_the_config_they_share_shapes_with(spec_of, added, source):
     a, b = spec_of(added), spec_of(source)
