@@ -32,6 +32,7 @@ def _experts(spec) -> int:
     ("nemotron-3-super-120b-a12b", "nemotron-3-super-120b-a12b-fp8"),
     ("kimi-dev-72b", "qwen2.5-72b-instruct"),
     ("deepseek-r1-distill-llama-70b", "llama-3.3-70b-instruct"),
+    ("deepseek-r1-distill-qwen-14b", "qwen2.5-14b"),
 ])
 def test_entries_size_as_the_config_they_share_shapes_with(spec_of, added, source):
     a, b = spec_of(added), spec_of(source)
