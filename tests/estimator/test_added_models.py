@@ -33,6 +33,9 @@ def _experts(spec) -> int:
     ("kimi-dev-72b", "qwen2.5-72b-instruct"),
     ("deepseek-r1-distill-llama-70b", "llama-3.3-70b-instruct"),
     ("deepseek-r1-distill-qwen-14b", "qwen2.5-14b"),
+    ("deepseek-v3-0324", "deepseek-v3"),  # dated checkpoints of one network
+    ("deepseek-r1-0528", "deepseek-r1"),
+    ("qwen3-235b-a22b-instruct-2507", "qwen3-235b-a22b"),
 ])
 def test_entries_size_as_the_config_they_share_shapes_with(spec_of, added, source):
     a, b = spec_of(added), spec_of(source)
