@@ -36,6 +36,7 @@ def _experts(spec) -> int:
     ("deepseek-v3-0324", "deepseek-v3"),  # dated checkpoints of one network
     ("deepseek-r1-0528", "deepseek-r1"),
     ("qwen3-235b-a22b-instruct-2507", "qwen3-235b-a22b"),
+    ("llama-3.1-405b-instruct", "llama-3.1-405b"),
 ])
 def test_entries_size_as_the_config_they_share_shapes_with(spec_of, added, source):
     a, b = spec_of(added), spec_of(source)
