@@ -85,3 +85,10 @@ def test_unmodelled_architectures_fail_closed_naming_what_is_missing(known):
         spec_from_config(known.config, name=known.name)
     assert "cannot be sized yet" in str(err.value) and "llama.cpp" in str(err.value)
     assert find_model(known.name) is None and find_model(known.hf_id) is None
+
+
+def test_mixtral_8x22b_instruct_is_the_base_with_the_v3_vocabulary(spec_of):
+    base, instruct = param_counts(spec_of("mixtral-8x22b-v0.1")), param_counts(spec_of("mixtral-8x22b-instruct-v0.1"))
+    widened = (32768 - 32000) * 6144 * 2  # embedding and untied output rows
+    assert instruct.total - base.total == widened
+    assert instruct.total == find_model("mixtral-8x22b-instruct-v0.1").published_params  # the safetensors total

@@ -36,7 +36,7 @@ RESOLVES = {
     "Llama 4 Scout 17B-16E (109B)": "llama-4-scout-17b-16e-instruct", "Llama 3.3 70B Instruct": "llama-3.3-70b-instruct",
     "Llama 3.1 405B Instruct": "llama-3.1-405b-instruct",
     "Llama 3.1 8B Instruct": "llama-3.1-8b-instruct", "Llama 3.2 3B Instruct": "llama-3.2-3b-instruct",
-    "Mixtral 8x7B Instruct": "mixtral-8x7b-instruct-v0.1", "Nemotron 3 Ultra 550B-A55B": "nemotron-3-ultra-550b-a55b",
+    "Mixtral 8x7B Instruct": "mixtral-8x7b-instruct-v0.1", "Mixtral 8x22B Instruct": "mixtral-8x22b-instruct-v0.1", "Nemotron 3 Ultra 550B-A55B": "nemotron-3-ultra-550b-a55b",
     "Nemotron 3 Super 120B-A12B": "nemotron-3-super-120b-a12b",
     "Nemotron 3 Nano 30B-A3B": "nemotron-3-nano-30b-a3b", "Phi-4 14B": "phi-4",
 }
@@ -60,7 +60,7 @@ UNSOURCED = {
     "MiniMax M3.1 Flash (428B-A23B)": NO_CONFIG, "Step-5 Preview (600B-A27B)": NO_CONFIG,
     "Step-3.5 Flash (197B-A11B)": "no config.json found; its step3p5 architecture is not modelled either (see Step-3.7 Flash)",
     "MiniCPM5 2B (面壁)": NO_CONFIG,
-    "Mistral Large 4 (1T-A52B)": NO_CONFIG, "Mistral Large 2 123B": NO_CONFIG, "Mixtral 8x22B Instruct": NO_CONFIG,
+    "Mistral Large 4 (1T-A52B)": NO_CONFIG, "Mistral Large 2 123B": NO_CONFIG,
     "Mistral Small 3.2 24B": NO_CONFIG, "Devstral Small 24B": NO_CONFIG, "Cohere Command A 111B": NO_CONFIG,
     "Liquid LFM3 1.7B": NO_CONFIG,
 }

@@ -16,7 +16,8 @@ from .conftest import spec_of, supported_models
 ADDED = ["llama-3.2-3b-instruct", "mixtral-8x7b-instruct-v0.1", "qwen3-coder-30b-a3b-instruct",
          "deepseek-r1-distill-llama-8b", "deepseek-r1-distill-qwen-32b", "qwen3-4b-instruct-2507",
          "qwen3-30b-a3b-instruct-2507", "qwen3.8-2.4t-a95b", "kimi-dev-72b", "deepseek-r1-distill-llama-70b",
-         "deepseek-r1-distill-qwen-14b"]
+         "deepseek-r1-distill-qwen-14b", "mixtral-8x22b-instruct-v0.1", "llama-3.1-405b-instruct",
+         "qwen3-235b-a22b-instruct-2507"]
 _UNIT = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
 
 
