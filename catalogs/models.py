@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -11,6 +12,7 @@ from fitprobe.estimator.fields import doc, record
 from fitprobe.estimator.launch.refs import ModelRefs
 
 MODELS_DIR = Path(__file__).parent / "data" / "models"
+UNMODELLED_FILE = Path(__file__).parent / "data" / "unmodelled_models.json"
 
 
 class CatalogError(ValueError):
@@ -83,6 +85,54 @@ def find_model(name: str) -> ModelEntry | None:
     if hit is None and name.rstrip().endswith(")"):
         hit = _index().get(_norm(re.sub(r"\s*\([^()]*\)\s*$", "", name)))
     return hit
+
+
+@record
+class UnmodelledModel:
+    """A published model whose architecture fitprobe cannot size yet: kept so that its names fail
+    closed naming what is missing, rather than 'unknown model' or a same-family stand-in."""
+    name: str
+    display_name: str
+    hf_id: str
+    aliases: list[str] = doc(default_factory=list)
+    config_source: str
+    notes: str
+    config: dict
+
+
+@record
+class UnmodelledModels:
+    about: str
+    models: list[UnmodelledModel]
+
+
+@lru_cache(maxsize=1)
+def load_unmodelled() -> tuple[UnmodelledModel, ...]:
+    try:
+        return tuple(load_json_file(UnmodelledModels, UNMODELLED_FILE).models)
+    except CatalogValidationError as exc:
+        raise CatalogError(str(exc)) from None
+
+
+@lru_cache(maxsize=1)
+def _unmodelled_names() -> frozenset[str]:
+    """Every name of the unmodelled list, read without validation: a miss (every unknown name, every
+    unreachable Hub id) must not pay for loading the records."""
+    raw = json.loads(UNMODELLED_FILE.read_bytes())
+    return frozenset(_norm(k) for m in raw.get("models", []) if isinstance(m, dict)
+                     for k in (m.get("name", ""), m.get("hf_id", ""), str(m.get("hf_id", "")).split("/")[-1],
+                               m.get("display_name", ""), *m.get("aliases", [])) if isinstance(k, str) and k)
+
+
+def find_unmodelled(name: str) -> UnmodelledModel | None:
+    """A known-but-unmodelled model by name, Hub id (with or without org), display name or alias."""
+    key = _norm(re.sub(r"\s*\([^()]*\)\s*$", "", name))
+    if key not in _unmodelled_names():
+        return None
+    for m in load_unmodelled():
+        if key in {_norm(k) for k in (m.name, m.hf_id, m.hf_id.split("/")[-1], m.display_name, *m.aliases)}:
+            return m
+    return None
 
 
 @lru_cache(maxsize=1)

@@ -14,7 +14,7 @@ from fitprobe.estimator.fields import replace
 from fitprobe.estimator.quant import QuantFormat, WeightBytes, weight_bytes
 from fitprobe.estimator.spec import ModelSpec
 
-from .models import ModelEntry, find_model, find_ollama_tag, suggest_models
+from .models import ModelEntry, find_model, find_ollama_tag, find_unmodelled, suggest_models
 from .quants import find_quant, quant_table
 
 
@@ -118,10 +118,21 @@ def _resolve(raw: str, *, token: str | None, revision: str | None, lookup) -> Re
     # An org/name id asks the Hub first (exact sizes), then its cache, then the bundled snapshot.
     if re.fullmatch(r"[\w.-]+/[\w.-]+(@[^:\s]+)?(:[\w.-]+)?", raw) or raw.lower().startswith(("http://", "https://", "hf.co/", "huggingface.co/")):
         return _from_hub(raw, token=token, revision=revision, lookup=lookup)
+    _fail_if_unmodelled(base)
     hint = suggest_models(raw)
     more = f"; did you mean: {', '.join(hint)}?" if hint else ""
     raise ResolveError(f"unknown model '{raw}' (not in the bundled catalog, not a file, not an org/name Hub id){more}"
                        " (fitprobe list models)")
+
+
+def _fail_if_unmodelled(name: str) -> None:
+    """A known model whose architecture is not modelled yet: the parser's fail-closed message names
+    what is missing (exit 3), where 'unknown model' would suggest a same-family stand-in."""
+    known = find_unmodelled(name)
+    if known is not None:
+        _spec(known.config, known.display_name, known.hf_id)
+        raise ResolveError(f"{known.display_name}: listed as not modelled, yet its config sizes "
+                           "(move it into the catalog)", MODEL_UNREADABLE)
 
 
 def _from_entry(entry: ModelEntry, quant: str | None, *, source: str = "bundled catalog") -> ResolvedModel:
@@ -156,6 +167,7 @@ def _from_hub(raw: str, *, token: str | None, revision: str | None, lookup=None)
     except hub.HubUnavailable as exc:
         entry = find_model(ref.repo_id)
         if entry is None:
+            _fail_if_unmodelled(ref.repo_id)
             raise ResolveError(f"{exc}, and '{ref.repo_id}' is not in the bundled catalog: retry later",
                                RETRY_LATER) from exc
         resolved = _from_entry(entry, ref.quant, source="bundled catalog (Hub unreachable)")

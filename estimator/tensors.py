@@ -180,6 +180,8 @@ def _ffn(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
     m = spec.moe
     assert m is not None
     E, eff = m.n_experts, m.expert_ffn
+    if spec.architecture in ("gemma4", "gemma4_text"):
+        return _gemma4_moe(spec, i, p)
     out = [Tensor(f"{p}ffn_gate_inp.weight", (d, E), i)]
     if m.latent_size:  # LatentMoE: project to the latent width, run experts there, project back
         out += [Tensor(f"{p}ffn_latent_down.weight", (d, m.latent_size), i),
@@ -210,6 +212,22 @@ def _ffn(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
         if spec.architecture in ("qwen2_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text"):
             out.append(Tensor(f"{p}ffn_gate_inp_shexp.weight", (d,), i))
     return out
+
+
+def _gemma4_moe(spec: ModelSpec, i: int, p: str) -> list[Tensor]:
+    """Gemma 4 MoE layer (llama.cpp src/models/gemma4.cpp): the dense FFN runs beside the routed
+    experts, with a router scale, three extra norms and a per-expert output scale."""
+    d, ff, m = spec.hidden_size, spec.layers[i].ffn_size, spec.moe
+    E, eff = m.n_experts, m.expert_ffn
+    return [Tensor(f"{p}ffn_gate.weight", (d, ff), i), Tensor(f"{p}ffn_up.weight", (d, ff), i),
+            Tensor(f"{p}ffn_down.weight", (ff, d), i),
+            Tensor(f"{p}ffn_gate_inp.weight", (d, E), i), Tensor(f"{p}ffn_gate_inp.scale", (d,), i),
+            Tensor(f"{p}pre_ffw_norm_2.weight", (d,), i), Tensor(f"{p}post_ffw_norm_1.weight", (d,), i),
+            Tensor(f"{p}post_ffw_norm_2.weight", (d,), i),
+            Tensor(f"{p}ffn_gate_exps.weight", (d, eff, E), i, expert=True),
+            Tensor(f"{p}ffn_up_exps.weight", (d, eff, E), i, expert=True),
+            Tensor(f"{p}ffn_down_exps.weight", (eff, d, E), i, expert=True),
+            Tensor(f"{p}ffn_down_exps.scale", (E,), i)]
 
 
 # The converter names the pre-FFN norm after the checkpoint's `post_attention_layernorm` for these
