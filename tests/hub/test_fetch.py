@@ -138,6 +138,22 @@ def test_token_from_env_is_used(hub, monkeypatch):
     assert fetch_model(LLAMA).config["model_type"] == "llama"
 
 
+def test_a_stored_token_is_used_as_the_client_would(hub, monkeypatch, tmp_path):
+    """No token passed, none in the environment: the client's own get_token() reads the stored token
+    file (`hf auth login`), unless implicit tokens are switched off."""
+    from huggingface_hub import constants
+
+    hub.add(FakeRepo(LLAMA, SHA_A, gated=True, files={"config.json": fixture_bytes("llama-3.1-8b.config.json")}))
+    hub.accepted_tokens.add(TOKEN)
+    stored = tmp_path / "token"
+    stored.write_text(TOKEN + "\n")
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(stored))
+    assert fetch_model(LLAMA).config["model_type"] == "llama"
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_IMPLICIT_TOKEN", True)
+    with pytest.raises(HubAuthError):
+        fetch_model(LLAMA)
+
+
 def test_missing_repo_and_missing_revision(hub):
     qwen(hub)
     with pytest.raises(HubNotFound) as e:
