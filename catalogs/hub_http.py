@@ -122,11 +122,13 @@ def _store(cache: Path, repo: str, revision: str, commit: str, filename: str, et
         blob = storage / "blobs" / etag
         blob.parent.mkdir(parents=True, exist_ok=True)
         _write_atomic(blob, body)
-        try:
-            if snapshot.is_symlink() or snapshot.exists():
-                snapshot.unlink()
-            snapshot.symlink_to(os.path.relpath(blob, snapshot.parent))
+        link = snapshot.with_name(f".{snapshot.name}.fitprobe-{os.getpid()}")
+        try:  # a new link replaces the old one at once: a reader never finds the file missing
+            link.unlink(missing_ok=True)
+            link.symlink_to(os.path.relpath(blob, snapshot.parent))
+            os.replace(link, snapshot)
         except OSError:  # no symlinks here (the client copies then too)
+            link.unlink(missing_ok=True)
             _write_atomic(snapshot, body)
     else:
         _write_atomic(snapshot, body)
