@@ -1,6 +1,7 @@
 """Hugging Face Hub lookups: model reference -> config, exact weight sizes, GGUF files.
 
-Talks to the Hub only through `huggingface_hub` (imported lazily: CLI start-up stays fast).
+Talks to the Hub only through `huggingface_hub`'s shared HTTP client (imported lazily: CLI start-up
+stays fast), without its `hf_api` module: the routes are in `hub_http`.
 Endpoint, cache folder and offline mode are read from the environment at call time and
 passed explicitly, because `huggingface_hub.constants` freezes them at import time.
 Nothing here downloads weights: sizes come from the model-info answer, the tree listing
