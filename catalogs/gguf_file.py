@@ -1,14 +1,22 @@
 """Read a local .gguf header: architecture metadata and every tensor's type, shape and bytes.
 
-Uses the `gguf` package (llama.cpp's own reader; imported lazily). The file is memory-mapped,
-tensor data is never read. Split files (`-00001-of-00003.gguf`) are read part by part: the
-metadata comes from the first part, the tensors from all of them.
+A small struct-based reader of the GGUF container (ggml-org/ggml docs/gguf.md: magic, version 2 or 3,
+typed key/value pairs, tensor infos; either byte order, as gguf-py's GGUFReader detects it): no numpy,
+no `gguf` package at run time. The file is memory-mapped and only its header is walked; every count
+and length is checked against the bytes left before it is used, the tensors must lie inside the
+file (a truncated download is refused), and the walk has a deadline, so a corrupt or hostile header
+is a one-line GgufFileError, never a hang or a traceback. Split files (`-00001-of-00003.gguf`) are
+read part by part: the metadata comes from the first part, the tensors from all of them.
 `gguf_to_config` turns the metadata into a Hugging Face style config dict for the spec parser.
 """
 
 from __future__ import annotations
 
+import mmap
 import re
+import struct
+import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +64,51 @@ class GgufInfo:
         return out
 
 
+@record
+class GgmlTypeId:
+    id: int = doc(ge=0)
+    name: str
+    block: int = doc(gt=0, description="elements per block")
+    bytes: int = doc(gt=0, description="bytes per block")
+
+
+@record
+class FileTypeId:
+    id: int = doc(ge=0)
+    name: str
+
+
+@record
+class GgufTypes:
+    """The numbered enums a GGUF header stores (catalogs/data/gguf_types.json)."""
+
+    schema: int
+    ggml_types_source: str
+    ggml_types: list[GgmlTypeId]
+    file_types_source: str
+    file_types: list[FileTypeId]
+
+
+@lru_cache(maxsize=1)
+def gguf_types() -> tuple[dict[int, GgmlTypeId], dict[int, str]]:
+    """(ggml type id -> its type, llama file type id -> its name)."""
+    from fitprobe.catalogs import data_path
+    from fitprobe.catalogs.validated import load_json_file
+
+    table = load_json_file(GgufTypes, data_path("gguf_types.json"))
+    return {t.id: t for t in table.ggml_types}, {t.id: t.name for t in table.file_types}
+
+
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$", re.IGNORECASE)
-_MAX_ARRAY = 64  # longer arrays are token lists etc.: sizing never needs them
+_MAX_ARRAY = 64  # longer arrays are token lists etc.: sizing never needs their values, only their length
+READ_DEADLINE_S = 10.0  # a header walk that takes longer is hostile (billions of tiny strings)
+_MAX_DIMS = 4  # GGML_MAX_DIMS
+_MAX_KEY = 1 << 16  # a tensor name longer than this is not a name
+_MAX_NESTING = 8  # arrays of arrays: real files nest none (a deep chain would exhaust the stack)
+
+# GGUF value types (gguf.md `gguf_metadata_value_type`): fixed-size scalars as struct codes.
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_STRING, _ARRAY = 8, 9
 
 
 def _parts(path: Path) -> list[Path]:
@@ -72,22 +123,158 @@ def _parts(path: Path) -> list[Path]:
     return parts
 
 
-def _open(path: Path):
-    import gguf
+class _Bad(Exception):
+    """A header defect found while walking it; worded into a GgufFileError by `_header`."""
 
+
+class _Header:
+    """One file's key/value pairs and tensor infos, walked from the mapped bytes."""
+
+    def __init__(self, buf, deadline: float):
+        self.buf, self.size, self.deadline = buf, len(buf), deadline
+        if self.size < 24 or bytes(buf[:4]) != b"GGUF":
+            raise _Bad("no GGUF magic" if self.size >= 4 else "too short")
+        version = struct.unpack_from("<I", buf, 4)[0]
+        self.order = "<"
+        if version & 0xFFFF == 0 and version:  # written on a big-endian machine (gguf-py's test)
+            self.order, version = ">", struct.unpack_from(">I", buf, 4)[0]
+        if version not in (2, 3):
+            raise _Bad(f"GGUF version {version} (this reader knows 2 and 3)")
+        n_tensors, n_kv = struct.unpack_from(self.order + "QQ", buf, 8)
+        self.pos = 24
+        # the smallest key/value pair is 13 bytes, the smallest tensor info 24: counts past that are lies
+        if n_kv > (self.size - self.pos) // 13 or n_tensors > (self.size - self.pos) // 24:
+            raise _Bad(f"it declares {n_kv:,} keys and {n_tensors:,} tensors, more than the file can hold")
+        self.fields: dict[str, Any] = {}
+        self.lengths: dict[str, int] = {}  # arrays: their element count (values of long ones are left out)
+        for _ in range(n_kv):
+            key = self._string()
+            kind = self._unpack("I")
+            if kind == _ARRAY:
+                self.fields[key], self.lengths[key] = self._array()
+            else:
+                self.fields[key] = self._value(kind)
+        self.tensors = [self._tensor_info() for _ in range(n_tensors)]
+        alignment = self.fields.get("general.alignment", 32)
+        if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 \
+                or alignment & (alignment - 1):
+            raise _Bad(f"general.alignment {alignment!r} is not a power of two")
+        self.data_start = -(-self.pos // alignment) * alignment
+
+    def _unpack(self, code: str):
+        try:
+            (value,) = struct.unpack_from(self.order + code, self.buf, self.pos)
+        except struct.error:
+            raise _Bad(f"it ends inside its header (at byte {self.pos:,})") from None
+        self.pos += struct.calcsize(code)
+        return value
+
+    def _string(self, limit: int | None = None) -> str:
+        n = self._unpack("Q")
+        if n > self.size - self.pos or (limit is not None and n > limit):
+            raise _Bad(f"a string of {n:,} bytes at byte {self.pos - 8:,} runs past the end of the file")
+        start, self.pos = self.pos, self.pos + n
+        return bytes(self.buf[start:self.pos]).decode("utf-8", errors="replace")
+
+    def _value(self, kind: int):
+        if kind == _STRING:
+            return self._string()
+        code = _SCALARS.get(kind)
+        if code is None:
+            raise _Bad(f"unknown value type {kind} at byte {self.pos - 4:,}")
+        return self._unpack(code)
+
+    def _array(self, depth: int = 0) -> tuple[list | None, int]:
+        """(the values, or None past _MAX_ARRAY elements; the element count)."""
+        if depth > _MAX_NESTING:
+            raise _Bad(f"arrays nested more than {_MAX_NESTING} deep at byte {self.pos:,}")
+        kind, n = self._unpack("I"), self._unpack("Q")
+        code = _SCALARS.get(kind)
+        if code is not None:  # fixed-size elements: read or skipped in one step
+            width = struct.calcsize(code)
+            if n > (self.size - self.pos) // width:
+                raise _Bad(f"an array of {n:,} elements at byte {self.pos - 12:,} runs past the end of the file")
+            if n > _MAX_ARRAY:
+                self.pos += n * width
+                return None, n
+            values = list(struct.unpack_from(f"{self.order}{n}{code}", self.buf, self.pos))
+            self.pos += n * width
+            return values, n
+        if kind not in (_STRING, _ARRAY):
+            raise _Bad(f"unknown array element type {kind} at byte {self.pos - 12:,}")
+        if n > (self.size - self.pos) // 8:  # every string or array element takes at least 8 bytes
+            raise _Bad(f"an array of {n:,} elements at byte {self.pos - 12:,} runs past the end of the file")
+        if n > _MAX_ARRAY and kind == _STRING:
+            self._skip_strings(n)
+            return None, n
+        values = []
+        for _ in range(n):
+            self._check_deadline()
+            values.append(self._string() if kind == _STRING else self._array(depth + 1)[0])
+        return (values if n <= _MAX_ARRAY else None), n
+
+    def _skip_strings(self, n: int) -> None:
+        """Step over n strings (a token list: only the count matters), in one tight loop."""
+        length_at, buf, size, pos = struct.Struct(self.order + "Q").unpack_from, self.buf, self.size, self.pos
+        try:
+            for chunk in range(0, n, 1 << 16):
+                self._check_deadline()
+                for _ in range(min(1 << 16, n - chunk)):
+                    pos += 8 + length_at(buf, pos)[0]
+        except struct.error:  # a length pointed past the end: the next one could not be read
+            raise _Bad(f"it ends inside its header (at byte {min(pos, size):,})") from None
+        if pos > size:
+            raise _Bad("a string runs past the end of the file")
+        self.pos = pos
+
+    def _check_deadline(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise _Bad(f"its header took more than {READ_DEADLINE_S:g} s to walk")
+
+    def _tensor_info(self) -> tuple[str, list[int], int, int]:
+        name = self._string(limit=_MAX_KEY)
+        n_dims = self._unpack("I")
+        if n_dims > _MAX_DIMS:
+            raise _Bad(f"tensor {name[:60]} has {n_dims} dimensions (ggml has at most {_MAX_DIMS})")
+        shape = [self._unpack("Q") for _ in range(n_dims)]
+        return name, shape, self._unpack("I"), self._unpack("Q")
+
+
+def _header(path: Path, deadline: float) -> _Header:
+    """The walked header of one file; GgufFileError (one line) for any defect."""
     try:
-        return gguf.GGUFReader(path)
-    except Exception as e:  # noqa: BLE001 - a third-party parser on untrusted bytes: any failure means "not GGUF"
-        raise GgufFileError(f"{path} is not a readable GGUF file ({type(e).__name__}: {str(e)[:120]})") from None
+        with path.open("rb") as fh:
+            if fh.seek(0, 2) == 0:
+                raise GgufFileError(f"{path} is empty: not a readable GGUF file")
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                return _Header(buf, deadline)
+    except _Bad as exc:
+        raise GgufFileError(f"{path} is not a readable GGUF file ({exc})") from None
+    except (OSError, ValueError, OverflowError) as exc:
+        if isinstance(exc, GgufFileError):
+            raise
+        raise GgufFileError(f"{path} is not a readable GGUF file ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 
-def _value(field) -> Any:
-    """A field's value; long arrays are left out (None)."""
-    import gguf
-
-    if field.types and field.types[0] == gguf.GGUFValueType.ARRAY and len(field.data) > _MAX_ARRAY:
-        return None
-    return field.contents()
+def _tensors(path: Path, header: _Header) -> list[GgufTensor]:
+    """Every tensor of one file, sized by its ggml type; each must lie inside the file."""
+    types = gguf_types()[0]
+    out = []
+    room = header.size - header.data_start
+    for name, shape, type_id, offset in header.tensors:
+        ty = types.get(type_id)
+        if ty is None:
+            raise GgufFileError(f"{path}: tensor {name[:60]} has unknown ggml type {type_id}")
+        n = 1
+        for d in shape:
+            n *= d
+        if n % ty.block:
+            raise GgufFileError(f"{path}: tensor {name[:60]} has {n:,} elements, not whole {ty.name} blocks")
+        n_bytes = n // ty.block * ty.bytes
+        if offset + n_bytes > room:
+            raise GgufFileError(f"{path}: tensor {name[:60]} ends past the end of the file (truncated download?)")
+        out.append(GgufTensor(name=name, shape=shape, ggml_type=ty.name, n_elements=n, n_bytes=n_bytes))
+    return out
 
 
 def read_gguf(path: str | Path) -> GgufInfo:
@@ -95,55 +282,26 @@ def read_gguf(path: str | Path) -> GgufInfo:
     p = Path(path).expanduser()
     if not p.is_file():
         raise GgufFileError(f"no such GGUF file: {p}")
-    try:
-        return _read(p)
-    except GgufFileError:
-        raise
-    except Exception as e:  # noqa: BLE001 - values of unexpected types deep in a hostile header
-        raise GgufFileError(f"{p} has a malformed GGUF header ({type(e).__name__}: {str(e)[:120]})") from None
-
-
-def _read(p: Path) -> GgufInfo:
-    import gguf
-
+    deadline = time.monotonic() + READ_DEADLINE_S
     parts = _parts(p)
-    first = _open(parts[0])
+    first = _header(parts[0], deadline)
     fields = first.fields
-    arch_field = fields.get("general.architecture")
-    if arch_field is None:
+    arch = fields.get("general.architecture")
+    if arch is None:
         raise GgufFileError(f"{p.name} has no general.architecture: not a model GGUF")
-    arch = arch_field.contents()
     if not isinstance(arch, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", arch):
         raise GgufFileError(f"{p}: GGUF key general.architecture must be a short name string, got {str(arch)[:40]!r}")
-    meta: dict[str, Any] = {}
-    for key, field in fields.items():
-        if key.startswith(arch + "."):
-            meta[key[len(arch) + 1:]] = _value(field)
+    meta = {key[len(arch) + 1:]: value for key, value in fields.items() if key.startswith(arch + ".")}
     ft = fields.get("general.file_type")
     file_type = None
     if ft is not None:
-        try:
-            file_type = gguf.LlamaFileType(ft.contents()).name.removeprefix("MOSTLY_")
-        except ValueError:
-            file_type = str(ft.contents())
-    tokens = fields.get("tokenizer.ggml.tokens")
-    vocab = meta.get("vocab_size") or (len(tokens.data) if tokens is not None else None)
+        known = gguf_types()[1].get(ft) if isinstance(ft, int) and not isinstance(ft, bool) else None
+        file_type = known or str(ft)
+    vocab = meta.get("vocab_size") or first.lengths.get("tokenizer.ggml.tokens")
+    tensors = _tensors(parts[0], first)
+    for part in parts[1:]:
+        tensors += _tensors(part, _header(part, deadline))
     name = fields.get("general.name")
-
-    tensors: list[GgufTensor] = []
-    for i, part in enumerate(parts):
-        reader = first if i == 0 else _open(part)
-        for t in reader.tensors:
-            tensors.append(
-                GgufTensor(
-                    name=t.name,
-                    shape=[int(d) for d in t.shape],
-                    ggml_type=gguf.GGMLQuantizationType(t.tensor_type).name,
-                    n_elements=int(t.n_elements),
-                    n_bytes=int(t.n_bytes),
-                )
-            )
-    name = name.contents() if name is not None else None
     return GgufInfo(
         path=str(p), files=[str(x) for x in parts], architecture=arch,
         name=name if isinstance(name, str) else None, file_type=file_type,

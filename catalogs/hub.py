@@ -1,6 +1,7 @@
 """Hugging Face Hub lookups: model reference -> config, exact weight sizes, GGUF files.
 
-Talks to the Hub only through `huggingface_hub` (imported lazily: CLI start-up stays fast).
+Talks to the Hub only through `huggingface_hub`'s shared HTTP client (imported lazily: CLI start-up
+stays fast), without its `hf_api` module: the routes are in `hub_http`.
 Endpoint, cache folder and offline mode are read from the environment at call time and
 passed explicitly, because `huggingface_hub.constants` freezes them at import time.
 Nothing here downloads weights: sizes come from the model-info answer, the tree listing
@@ -148,22 +149,18 @@ def _on_request(request) -> None:
 
 
 def _prepare_client(verbose: bool) -> None:
-    """Count every request the shared client sends, and keep the library's logs, warnings and
-    progress bars off the user's screen unless verbose (they are retry notices and download bars)."""
+    """Count every request the shared client sends, and keep the library's logs and warnings (retry
+    notices) off the user's screen unless verbose. Nothing a lookup does draws a progress bar."""
     import warnings
 
-    from huggingface_hub import get_session
-    from huggingface_hub.utils import disable_progress_bars, enable_progress_bars, logging
+    from huggingface_hub.utils import get_session, logging
 
     session = get_session()
     hooks = session.event_hooks
     if _on_request not in hooks["request"]:
         session.event_hooks = {**hooks, "request": [*hooks["request"], _on_request]}
     logging.set_verbosity(logging.INFO if verbose else logging.CRITICAL + 1)
-    if verbose:
-        enable_progress_bars()
-    else:
-        disable_progress_bars()
+    if not verbose:
         warnings.filterwarnings("ignore", module="huggingface_hub")
 
 
@@ -451,9 +448,12 @@ def fetch_model(ref: ModelRef | str, token: str | None = None, lookup: Lookup | 
 
 
 def _from_hub(ref: ModelRef, token: str | None, budget: _Budget) -> HubModel:
-    """Model info and config.json at once, then the other small files and the safetensors headers
-    at once: two round trips whatever the repo holds."""
-    from huggingface_hub import HfApi, hf_hub_download
+    """Model info (with every file's size) and config.json at once, then the other small files and
+    the safetensors headers at once: two round trips whatever the repo holds, each request made once
+    (catalogs.hub_http: the client's shared session without its hf_api module)."""
+    from fitprobe.estimator.config import MAX_CONFIG_BYTES
+
+    from . import hub_http
 
     deadline = budget.deadline
 
@@ -461,36 +461,39 @@ def _from_hub(ref: ModelRef, token: str | None, budget: _Budget) -> HubModel:
         return Job(_in_lookup(budget, fn))
 
     endpoint, cache_dir = _endpoint(), _writable_cache()
-    api = HfApi(endpoint=endpoint, token=token, library_name="fitprobe")
     repo, rev = ref.repo_id, ref.revision
 
     def wait() -> float:  # per-request timeout: what is left of the lookup
         return max(0.1, deadline.remaining())
 
-    def get(filename: str, repo_id: str = repo) -> str:
-        return _call(lambda: hf_hub_download(repo_id, filename, revision=rev, cache_dir=cache_dir, endpoint=endpoint,
-                                             token=token, etag_timeout=wait(), library_name="fitprobe"),
-                     repo_id, rev, token)
+    def get(filename: str, repo_id: str = repo) -> Path:
+        return _call(lambda: hub_http.download(endpoint, repo_id, rev, filename, token, wait(), cache_dir,
+                                               limit=MAX_CONFIG_BYTES), repo_id, rev, token)
 
     config_job = start(lambda: get("config.json"))  # nearly every repo has one: fetch it beside the info
-    info = _call(lambda: api.model_info(repo, revision=rev, files_metadata=True, timeout=wait()), repo, rev, token)
-    model = HubModel(repo_id=info.id or repo, revision=rev or "main", sha=info.sha, gated=bool(info.gated),
-                     base_models=base_models_from_tags(info.tags or []))
-    if info.id and info.id.lower() != repo.lower():
-        model.notes.append(f"{repo} was renamed to {info.id}")
-        repo = info.id
-    sizes = {s.rfilename: (s.lfs.size if s.lfs else s.size) for s in (info.siblings or [])}
+    info = _call(lambda: hub_http.model_info(endpoint, repo, rev, token, wait()), repo, rev, token)
+    sha, info_id = info["sha"], info.get("id") if isinstance(info.get("id"), str) else None
+    model = HubModel(repo_id=info_id or repo, revision=rev or "main", sha=sha, gated=bool(info.get("gated")),
+                     base_models=base_models_from_tags([t for t in info.get("tags") or [] if isinstance(t, str)]))
+    if info_id and info_id.lower() != repo.lower():
+        model.notes.append(f"{repo} was renamed to {info_id}")
+        repo = info_id
+    sizes = {s["rfilename"]: _sibling_size(s) for s in info["siblings"]}
     _check_counts(sizes, "file size", repo)
     if any(n.endswith(".gguf") and sizes[n] is None for n in sizes):
-        sizes = _tree_sizes(api, repo, info.sha or rev, token)
+        sizes = _call(lambda: hub_http.tree_sizes(endpoint, repo, sha, token, wait()), repo, rev, token)
+        _check_counts(sizes, "file size", repo)
 
     jobs: dict[str, Job] = {}
     for name in ("params.json", "model.safetensors.index.json", *_QUANT_SIDE_FILES):
         if name in sizes:
             jobs[name] = start(lambda n=name: get(n, repo))
-    shards = _safetensors_shards(sizes) if not (info.safetensors and info.safetensors.parameters) else []
-    headers = {shard: start(lambda s=shard: _call(lambda: api.parse_safetensors_file_metadata(
-        repo, s, revision=info.sha or rev, timeout=wait()), repo, rev, token)) for shard in shards}
+    counted = info.get("safetensors") if isinstance(info.get("safetensors"), dict) else {}
+    parameters = counted.get("parameters")
+    shards = _safetensors_shards(sizes) if not parameters else []
+    headers = {shard: start(lambda s=shard: _call(lambda: _header_counts(hub_http, endpoint, repo, sha, s, token,
+                                                                         wait()), repo, rev, token))
+               for shard in shards}
     files = {}
     if "config.json" in sizes:
         files["config.json"] = _result(config_job, deadline)
@@ -507,9 +510,11 @@ def _from_hub(ref: ModelRef, token: str | None, budget: _Budget) -> HubModel:
         if not g.complete:
             model.notes.append(f"GGUF {g.quant}: only {len(g.filenames)} of {g.parts_expected} split parts listed")
 
-    if info.safetensors and info.safetensors.parameters:
-        _check_counts(info.safetensors.parameters, "parameter count", repo)
-        model.safetensors_params = {k: int(v) for k, v in info.safetensors.parameters.items()}
+    if parameters:
+        if not isinstance(parameters, dict):
+            raise HubUnavailable(f"{endpoint} answered a safetensors summary that is not one for {repo}", repo)
+        _check_counts(parameters, "parameter count", repo)
+        model.safetensors_params = {k: int(v) for k, v in parameters.items()}
         model.safetensors_source = "model-info"
     elif shards:
         if "model.safetensors.index.json" in files:  # the index names the shards that hold weights
@@ -519,7 +524,7 @@ def _from_hub(ref: ModelRef, token: str | None, budget: _Budget) -> HubModel:
             headers = {s: j for s, j in headers.items() if s in wanted}
         totals: dict[str, int] = {}
         for shard, job in headers.items():
-            counts = _result(job, deadline).parameter_count
+            counts = _result(job, deadline)
             _check_counts(counts, f"parameter count in {shard}", repo)
             for dtype, count in counts.items():
                 totals[dtype] = totals.get(dtype, 0) + int(count)
@@ -527,6 +532,20 @@ def _from_hub(ref: ModelRef, token: str | None, budget: _Budget) -> HubModel:
             model.safetensors_params, model.safetensors_source = totals, "headers"
             model.notes.append(f"parameter counts read from {len(headers)} safetensors header(s)")
     return model
+
+
+def _sibling_size(sibling: dict):
+    """A file's size in the model info: its LFS object's for large files, else the blob's (None: not given)."""
+    lfs = sibling.get("lfs")
+    return lfs.get("size") if isinstance(lfs, dict) else sibling.get("size")
+
+
+def _header_counts(hub_http, endpoint: str, repo: str, revision: str, shard: str, token: str | None,
+                   timeout: float) -> dict[str, int]:
+    try:
+        return hub_http.safetensors_counts(endpoint, repo, revision, shard, token, timeout)
+    except hub_http.SafetensorsHeaderError as exc:
+        raise HubMalformedFile(f"a safetensors header in {repo} is corrupt: {exc}", repo, token) from None
 
 
 _MAX_COUNT = 10**15  # bytes or parameters: a quadrillion is beyond any model file or checkpoint
@@ -576,13 +595,6 @@ def base_models_from_tags(tags: list[str]) -> list[str]:
             if "/" in repo and repo not in out:
                 out.append(repo)
     return out
-
-
-def _tree_sizes(api, repo: str, revision: str | None, token: str | None) -> dict[str, int | None]:
-    """File sizes from the tree listing, for endpoints whose model info lacks them."""
-    entries = _call(lambda: list(api.list_repo_tree(repo, recursive=True, revision=revision)), repo, revision, token)
-    return {e.path: (e.lfs.size if getattr(e, "lfs", None) else getattr(e, "size", None))
-            for e in entries if hasattr(e, "size")}
 
 
 # ---------------------------------------------------------------- cache
@@ -638,33 +650,37 @@ def find_gguf_repos(
     base_repo_id: str, token: str | None = None, limit: int = 20, lookup: Lookup | None = None
 ) -> list[GgufRepoCandidate]:
     """GGUF quant repos for a base model: tagged `base_model:quantized:<id>`, else a name search."""
-    from huggingface_hub import HfApi
+    from . import hub_http
 
     if _offline():
         raise HubUnavailable(f"offline mode (HF_HUB_OFFLINE): cannot search GGUF repos for {base_repo_id}")
     lookup = lookup or Lookup()
     token, deadline = clean_token(token), lookup.start()
     _prepare_client(lookup.verbose)
-    api = HfApi(endpoint=_endpoint(), token=token, library_name="fitprobe")
+    endpoint = _endpoint()
 
-    def search(**kw) -> list:
+    def search(**params) -> list[dict]:
         budget = _Budget(deadline)
         try:
-            return run_within(deadline, _in_lookup(budget, lambda: _call(
-                lambda: list(api.list_models(sort="downloads", limit=limit, **kw)), base_repo_id, None, token)))
+            return run_within(deadline, _in_lookup(budget, lambda: _call(lambda: hub_http.list_models(
+                endpoint, token, max(0.1, deadline.remaining()), limit=limit, sort="downloads", **params),
+                base_repo_id, None, token)))
         except DeadlinePassed:
             raise HubTimeout(f"the Hub search for GGUF repos of {base_repo_id} did not answer within "
                              f"{lookup.timeout:g} s (--timeout)", base_repo_id) from None
         finally:
             lookup.requests += budget.requests
 
+    def candidate(m: dict, match: str) -> GgufRepoCandidate:
+        def count(key: str) -> int | None:
+            value = m.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+        return GgufRepoCandidate(repo_id=m["id"], downloads=count("downloads"), likes=count("likes"), match=match)
+
     tagged = search(filter=["gguf", f"base_model:quantized:{base_repo_id}"])
     if tagged:
-        return [GgufRepoCandidate(repo_id=m.id, downloads=m.downloads, likes=m.likes, match="base_model") for m in tagged]
+        return [candidate(m, "base_model") for m in tagged]
     name = base_repo_id.split("/")[-1]
     found = search(search=name, filter="gguf")
-    return [
-        GgufRepoCandidate(repo_id=m.id, downloads=m.downloads, likes=m.likes, match="name")
-        for m in found
-        if name.lower() in m.id.lower()
-    ]
+    return [candidate(m, "name") for m in found if name.lower() in m["id"].lower()]

@@ -16,9 +16,10 @@ from fitprobe.estimator.fields import record
 # llama.cpp quant names (k-quants, i-quants, legacy, ternary, float) plus unsloth's "UD-" prefix
 # and the `_L`/`_XL` suffixes bartowski/unsloth use for mixes with Q8_0 embeddings.
 _QUANT = r"(?:UD-)?(?:I?Q\d(?:_[0-9A-Z]{1,3}){0,3}|TQ\d_\d|MXFP4(?:_MOE)?|NVFP4|BF16|FP16|F16|FP32|F32)"
-_QUANT_AT_END = re.compile(rf"(?:^|[-._])({_QUANT})$", re.IGNORECASE)
-_QUANT_ANYWHERE = re.compile(rf"(?:^|[-._])({_QUANT})(?=$|[-._])", re.IGNORECASE)
-_SPLIT = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$", re.IGNORECASE)
+# Patterns, not compiled ones: `re` compiles each on first use (a Hub id without GGUF files never does).
+_QUANT_AT_END = rf"(?:^|[-._])({_QUANT})$"
+_QUANT_ANYWHERE = rf"(?:^|[-._])({_QUANT})(?=$|[-._])"
+_SPLIT = r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$"
 _ALIASES = {"FP16": "F16", "FP32": "F32"}
 
 
@@ -36,14 +37,14 @@ class GgufQuantFile:
 def quant_from_name(path: str) -> str | None:
     """Quant name from a GGUF path (`UD-Q4_K_XL`, `IQ2_XXS`, `BF16`...), or None."""
     folder, _, base = path.rpartition("/")
-    m = _SPLIT.match(base)
+    m = re.match(_SPLIT, base, re.IGNORECASE)
     stem = m.group("stem") if m else re.sub(r"\.gguf$", "", base, flags=re.IGNORECASE)
     for text in (stem, folder.rpartition("/")[2]):
         if not text:
             continue
-        hit = _QUANT_AT_END.search(text)
+        hit = re.search(_QUANT_AT_END, text, re.IGNORECASE)
         if hit is None:
-            found = _QUANT_ANYWHERE.findall(text)
+            found = re.findall(_QUANT_ANYWHERE, text, re.IGNORECASE)
             hit_text = found[-1] if found else None
         else:
             hit_text = hit.group(1)
@@ -69,7 +70,7 @@ def group_gguf_files(files: Iterable[tuple[str, int | None]], mmproj: bool = Fal
         if not path.lower().endswith(".gguf") or is_mmproj(path) != mmproj:
             continue
         folder, _, base = path.rpartition("/")
-        m = _SPLIT.match(base)
+        m = re.match(_SPLIT, base, re.IGNORECASE)
         key = (folder, m.group("stem") if m else base)
         g = groups.setdefault(key, {"parts": [], "total": int(m.group("total")) if m else 1})
         g["parts"].append((int(m.group("part")) if m else 1, path, size))

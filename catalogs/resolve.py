@@ -109,8 +109,10 @@ def _resolve(raw: str, *, token: str | None, revision: str | None, lookup) -> Re
     if tagged is not None:
         return _from_entry(tagged[0], tagged[1], source="bundled catalog (Ollama tag)")
     base, _, quant = raw.partition(":")
-    entry = find_model(base.split("@")[0])
-    if entry is not None and "/" not in base:
+    # an org/name id never resolves to the catalog here (only when the Hub fails): indexing all of it
+    # by Hub id would cost more than the lookup
+    entry = find_model(base.split("@")[0]) if "/" not in base else None
+    if entry is not None:
         if revision is not None or "@" in base:
             raise UsageError(f"--revision/@ applies to Hugging Face ids: '{entry.name}' is a bundled catalog name"
                              + (f" (its Hub id is {entry.hf_id})" if entry.hf_id else ""))

@@ -10,13 +10,21 @@ start. Without a writable cache directory every load validates.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import types
 import typing
 from functools import lru_cache
 from pathlib import Path
+
+
+try:  # CPython's own SHA-256: `import hashlib` loads OpenSSL first, ~10 ms of every start-up for a digest
+    from _sha2 import sha256  # 3.12+
+except ImportError:
+    try:
+        from _sha256 import sha256  # 3.10, 3.11
+    except ImportError:  # another interpreter
+        from hashlib import sha256
 
 
 class CatalogValidationError(ValueError):
@@ -33,7 +41,7 @@ def cache_dir() -> Path:
 def _load(tp, data, raw: bytes, *, what: str, check=None):
     """`data` (parsed from `raw`) as an instance of `tp`; validated (and `check`ed) unless this content
     was seen valid."""
-    digest = hashlib.sha256(_shape(tp).encode() + b"\0" + raw).hexdigest()
+    digest = sha256(_shape(tp).encode() + b"\0" + raw).hexdigest()
     memo = cache_dir() / "validated-catalogs"
     if (memo / digest).exists():
         return _build(tp, data)

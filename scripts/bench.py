@@ -13,6 +13,12 @@ machine). Targets (issue #18), checked on wall medians: catalog and local-config
 bare start; the Hub id within 2x the catalog path plus the loopback round trips it made; `check` adding
 no more than the probe's own time to the catalog path. Exit code 1 when a target is missed.
 
+Bytecode: the project's packages are compiled first (`compileall`), as `pip install` compiles a wheel's
+modules (and already did for every dependency here). Without it, under PYTHONDONTWRITEBYTECODE (set in
+some sandboxes and containers) every run would recompile each changed module, which no installed copy
+does. The bare start runs the same venv interpreter, so both sides pay the same `site` work (including
+an editable install's path finder, which a wheel install does not have).
+
 `--sweep` also times the full catalog sweep (every model x GPU x format x six contexts) with
 `estimate` on llama.cpp, single device, judged against every catalog GPU with the verdict's own rule.
 `--fitprobe` times another installation's `fitprobe` (for before/after figures).
@@ -221,28 +227,36 @@ def startup(runs: int, fitprobe: Path) -> bool:
         return statistics.median(x[k] for x in xs)
 
     b_wall, b_cpu = med(bares, 0), med(bares, 1)
+    print(f"bytecode compiled first (as pip install does); PYTHONDONTWRITEBYTECODE="
+          f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}; load average {os.getloadavg()[0]:.1f}")
     print(f"{'case':34} {'wall ms':>8} {'x bare':>7} {'cpu ms':>8} {'x bare':>7}   ({runs} alternating runs, medians)")
     print(f"{'bare interpreter (python -c pass)':34} {b_wall * 1000:8.0f} {1:7.1f} {b_cpu * 1000:8.0f} {1:7.1f}")
-    wall = {}
+    wall, cpu = {}, {}
     for name, xs in results.items():
-        wall[name] = med(xs, 0)
-        print(f"{name:34} {wall[name] * 1000:8.0f} {wall[name] / b_wall:7.1f} {med(xs, 1) * 1000:8.0f} "
-              f"{med(xs, 1) / b_cpu:7.1f}")
-    catalog = wall["plan --json, catalog"]
-    probe_own = wall["probe --json"] - b_wall
-    hub_limit = 2 * catalog + hub_requests * rtt
-    targets = [
-        ("catalog path <= 5x bare start", catalog, 5 * b_wall),
-        ("local config.json path <= 5x bare start", wall["plan --json, local config.json"], 5 * b_wall),
-        (f"Hub id <= 2x catalog + {hub_requests} round trips x {rtt * 1000:.1f} ms",
-         wall["plan --json, Hub id (loopback)"], hub_limit),
-        ("check - catalog <= probe's own time (probe - bare)", wall["check --json"] - catalog, probe_own),
-    ]
+        wall[name], cpu[name] = med(xs, 0), med(xs, 1)
+        print(f"{name:34} {wall[name] * 1000:8.0f} {wall[name] / b_wall:7.1f} {cpu[name] * 1000:8.0f} "
+              f"{cpu[name] / b_cpu:7.1f}")
+    print(f"Hub id lookup: {hub_requests} request(s); a loopback round trip {rtt * 1000:.1f} ms")
+
+    def targets(t: dict, bare: float, rt: float) -> list[tuple[str, float, float]]:
+        catalog = t["plan --json, catalog"]
+        return [
+            ("catalog path <= 5x bare start", catalog, 5 * bare),
+            ("local config.json path <= 5x bare start", t["plan --json, local config.json"], 5 * bare),
+            (f"Hub id <= 2x catalog + {hub_requests} round trips", t["plan --json, Hub id (loopback)"],
+             2 * catalog + hub_requests * rt),
+            ("check - catalog <= probe's own time (probe - bare)", t["check --json"] - catalog,
+             t["probe --json"] - bare),
+        ]
+
     ok = True
-    for label, value, limit in targets:
+    # the targets are judged on wall time; CPU time (user + sys) is shown beside it, being less
+    # sensitive to other work on a shared machine
+    for (label, value, limit), (_, cpu_value, cpu_limit) in zip(targets(wall, b_wall, rtt), targets(cpu, b_cpu, 0.0)):
         held = value <= limit
         ok &= held
-        print(f"{'ok  ' if held else 'MISS'} {label}: {value * 1000:.0f} ms (limit {limit * 1000:.0f} ms)")
+        print(f"{'ok  ' if held else 'MISS'} {label}: {value * 1000:.0f} ms (limit {limit * 1000:.0f} ms); "
+              f"cpu {cpu_value * 1000:.0f} ms (limit {cpu_limit * 1000:.0f} ms)")
     return ok
 
 

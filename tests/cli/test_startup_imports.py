@@ -21,7 +21,8 @@ print(json.dumps(sorted(sys.modules)), file=sys.stderr)
 """
 
 MODEL = "llama-3.1-8b-instruct"
-HEAVY = {"pydantic", "pydantic_core", "huggingface_hub", "httpx", "gguf", "numpy", "psutil", "pynvml"}
+HEAVY = {"pydantic", "pydantic_core", "huggingface_hub", "httpx", "httpx2", "gguf", "numpy", "psutil", "pynvml",
+         "jinja2", "babel"}  # babel/jinja2: languages and the report page, imported only when asked for
 # Modules of answers a plan does not give: the report's sections, probing, the Hub, GGUF files, other commands.
 NOT_FOR_PLAN = {"fitprobe.estimator.cost", "fitprobe.estimator.finetune", "fitprobe.estimator.diagnosis",
                 "fitprobe.estimator.recommend", "fitprobe.verify", "fitprobe.html_report", "fitprobe.cmd_report",
@@ -45,6 +46,32 @@ def run(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def gguf_file(tmp_path_factory, run):
+    """A tiny llama GGUF (written with the gguf package: tests may import it, `plan` may not), read once
+    (the first read on a machine validates catalogs/data/gguf_types.json)."""
+    gguf = pytest.importorskip("gguf")
+    np = pytest.importorskip("numpy")
+    path = tmp_path_factory.mktemp("gguf") / "tiny-F16.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    for method, value in (("add_block_count", 1), ("add_context_length", 4096), ("add_embedding_length", 64),
+                          ("add_feed_forward_length", 128), ("add_head_count", 4), ("add_head_count_kv", 2),
+                          ("add_file_type", int(gguf.LlamaFileType.MOSTLY_F16)), ("add_vocab_size", 32)):
+        getattr(w, method)(value)
+    w.add_tensor("token_embd.weight", np.zeros((32, 64), dtype=np.float16))
+    for name, shape in (("attn_q", (64, 64)), ("attn_k", (32, 64)), ("attn_v", (32, 64)), ("attn_output", (64, 64)),
+                        ("ffn_gate", (128, 64)), ("ffn_up", (128, 64)), ("ffn_down", (64, 128))):
+        w.add_tensor(f"blk.0.{name}.weight", np.zeros(shape, dtype=np.float16))
+    for name in ("blk.0.attn_norm.weight", "blk.0.ffn_norm.weight", "output_norm.weight"):
+        w.add_tensor(name, np.zeros(64, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    run("plan", str(path), "--gpu", "RTX 4090")
+    return path
+
+
+@pytest.fixture(scope="module")
 def config_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("model")
     (d / "config.json").write_text(json.dumps(find_model(MODEL).config))
@@ -57,15 +84,16 @@ def _top(modules: set[str]) -> set[str]:
 
 @pytest.mark.parametrize("source,json_args", [
     ("catalog", []), ("catalog", ["--json"]), ("catalog", ["--brief"]), ("catalog", ["--fields", "verdict,speed"]),
-    ("config dir", ["--json"]), ("config.json", []),
+    ("config dir", ["--json"]), ("config.json", []), (".gguf", ["--json"]),
 ])
-def test_plan_imports_neither_pydantic_nor_the_hub_nor_other_answers(run, config_dir, source, json_args):
-    model = {"catalog": MODEL, "config dir": str(config_dir),
-             "config.json": str(config_dir / "config.json")}[source]
+def test_plan_imports_neither_pydantic_nor_the_hub_nor_other_answers(run, config_dir, gguf_file, source, json_args):
+    model = {"catalog": MODEL, "config dir": str(config_dir), "config.json": str(config_dir / "config.json"),
+             ".gguf": str(gguf_file)}[source]
     modules = run("plan", model, "--gpu", "RTX 4090", *json_args)
     assert "fitprobe.estimator.plan" in modules  # it did size the plan
     assert not _top(modules) & HEAVY, sorted(_top(modules) & HEAVY)
-    unwanted = NOT_FOR_PLAN | (HUMAN_ONLY if json_args else {"fitprobe.contract", "fitprobe.record_json"})
+    unwanted = NOT_FOR_PLAN - ({"fitprobe.catalogs.gguf_file"} if source == ".gguf" else set())
+    unwanted |= HUMAN_ONLY if json_args else {"fitprobe.contract", "fitprobe.record_json"}
     assert not {m for m in modules if m in unwanted or m.startswith("fitprobe.probe.")}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 import pytest
 
@@ -136,6 +137,38 @@ def test_token_from_env_is_used(hub, monkeypatch):
     hub.accepted_tokens.add(TOKEN)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     assert fetch_model(LLAMA).config["model_type"] == "llama"
+
+
+def test_the_client_itself_finds_the_cached_config(hub):
+    """config.json lands in the Hub cache in the client's own layout: hf_hub_download finds it offline."""
+    from huggingface_hub import hf_hub_download
+
+    repo = qwen(hub)
+    fetch_model(QWEN)
+    fetch_model(QWEN)  # a second lookup replaces the snapshot's link in place
+    repo.revisions["v1"] = SHA_A
+    fetch_model(f"{QWEN}@v1")
+    for rev in (None, "v1", SHA_A):
+        path = hf_hub_download(QWEN, "config.json", revision=rev, local_files_only=True,
+                               cache_dir=os.path.join(os.environ["HF_HOME"], "hub"))
+        assert json.loads(open(path, "rb").read()) == json.loads(fixture_bytes("qwen3-0.6b.config.json"))
+        assert f"snapshots{os.sep}{SHA_A}" in path
+
+
+def test_a_stored_token_is_used_as_the_client_would(hub, monkeypatch, tmp_path):
+    """No token passed, none in the environment: the client's own get_token() reads the stored token
+    file (`hf auth login`), unless implicit tokens are switched off."""
+    from huggingface_hub import constants
+
+    hub.add(FakeRepo(LLAMA, SHA_A, gated=True, files={"config.json": fixture_bytes("llama-3.1-8b.config.json")}))
+    hub.accepted_tokens.add(TOKEN)
+    stored = tmp_path / "token"
+    stored.write_text(TOKEN + "\n")
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(stored))
+    assert fetch_model(LLAMA).config["model_type"] == "llama"
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_IMPLICIT_TOKEN", True)
+    with pytest.raises(HubAuthError):
+        fetch_model(LLAMA)
 
 
 def test_missing_repo_and_missing_revision(hub):

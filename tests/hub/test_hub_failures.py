@@ -143,10 +143,13 @@ def test_client_logs_stay_off_screen_and_verbose_counts_requests(hub):
     add(hub)
     r, _ = plan("-v")
     assert r.exit_code == 0
-    # model info and config.json (HEAD + GET), at once: three requests, one round trip
-    assert "hub: 3 request(s) in" in r.stderr
+    # model info (file sizes and safetensors counts in it) and config.json, at once: two requests, one round trip
+    assert "hub: 2 request(s) in" in r.stderr
+    assert [(m, p.split("?")[0]) for m, p, _ in hub.requests] in (
+        [("GET", f"/api/models/{REPO}"), ("GET", f"/{REPO}/resolve/main/config.json")],
+        [("GET", f"/{REPO}/resolve/main/config.json"), ("GET", f"/api/models/{REPO}")])
     r, _ = plan("-v")
-    assert "hub: 2 request(s) in" in r.stderr  # config.json cached: its HEAD only
+    assert "hub: 2 request(s) in" in r.stderr
     hub.faults.append(Fault(path="/resolve/main/config.json", status=500))  # the client logs its fallback
     r, _ = plan("--json")
     assert r.exit_code == 0 and r.stderr == ""  # the cached config.json serves; nothing else on screen
