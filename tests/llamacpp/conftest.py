@@ -5,6 +5,8 @@ with FITPROBE_REQUIRE_LLAMA_CPP=1 (set by .ci/run after a successful build) a mi
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 from pathlib import Path
 
@@ -39,7 +41,7 @@ def table():
     return quant_table()
 
 
-def supported_models() -> list[str]:
+def mapped_models() -> list[str]:
     """Every bundled model whose architecture the sparse-GGUF writer maps to llama.cpp."""
     out = []
     for entry in load_models():
@@ -47,6 +49,28 @@ def supported_models() -> list[str]:
         if cfg.get("model_type") in LLAMA_ARCH or entry.config.get("model_type") in LLAMA_ARCH:
             out.append(entry.name)
     return sorted(out)
+
+
+@functools.cache
+def supported_models() -> list[str]:
+    """One model per distinct network among the mapped ones, in name order.
+
+    Catalog entries that size identically (a distill or an -Instruct of the same network, a dated re-release,
+    a checkpoint of another precision: equal ModelSpec but for name and Hub id) write the same sparse GGUF, so
+    llama.cpp would answer the same for each; the first name stands for the rest (`same_network_as`).
+    """
+    return sorted({_network(m): m for m in reversed(mapped_models())}.values())
+
+
+def same_network_as() -> dict[str, str]:
+    """Each mapped model the suite leaves out -> the model whose identical network it runs instead."""
+    first = {_network(m): m for m in reversed(mapped_models())}
+    return {m: first[_network(m)] for m in mapped_models() if first[_network(m)] != m}
+
+
+@functools.cache
+def _network(name: str) -> str:
+    return repr(dataclasses.replace(spec_of(name), name="", hf_id=None))
 
 
 def spec_of(name: str):

@@ -34,7 +34,7 @@ def host_args(st: RunSettings, ngl: int) -> list[str]:
 KNOWN_BUFFER_DIFFERENCES = {
     "gemma-4-31b-it-nvfp4": "llama.cpp's CPU model buffer is one token_embd (2688 MiB) larger than the GGUF's tensors",
     "deepseek-v3.2": "CPU compute buffer: fitprobe 266 MiB, llama.cpp 658 MiB (DSA indexer top-k graph not modelled)",
-    "nemotron-3-super-120b-a12b-fp8": "CPU compute buffer: fitprobe above llama.cpp (394 vs 300 MiB, LatentMoE)",
+    "nemotron-3-super-120b-a12b": "CPU compute buffer: fitprobe above llama.cpp (394 vs 300 MiB, LatentMoE)",
     "nemotron-3-ultra-550b-a55b": "CPU compute buffer: fitprobe above llama.cpp (752 vs 392 MiB, LatentMoE)",
 }
 

@@ -11,7 +11,7 @@ from fitprobe.catalogs.models import find_model
 from fitprobe.estimator.tensors import param_counts
 from fitprobe.llama_tools import run
 
-from .conftest import spec_of, supported_models
+from .conftest import mapped_models, spec_of
 
 ADDED = ["llama-3.2-3b-instruct", "mixtral-8x7b-instruct-v0.1", "qwen3-coder-30b-a3b-instruct",
          "deepseek-r1-distill-llama-8b", "deepseek-r1-distill-qwen-32b", "qwen3-4b-instruct-2507",
@@ -21,7 +21,7 @@ ADDED = ["llama-3.2-3b-instruct", "mixtral-8x7b-instruct-v0.1", "qwen3-coder-30b
 _UNIT = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
 
 
-@pytest.mark.parametrize("model", [m for m in ADDED if m in supported_models()])
+@pytest.mark.parametrize("model", [m for m in ADDED if m in mapped_models()])
 def test_llama_cpp_counts_the_published_parameters(model, llama_bin, source_gguf):
     out, err = run([str(llama_bin / "llama-fit-params"), "-m", str(source_gguf(model)), "--fit-print", "on",
                     "-v", "-c", "512"], timeout_s=300, done=lambda o, e: "model params" in o + e)

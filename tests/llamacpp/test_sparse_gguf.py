@@ -51,8 +51,8 @@ def test_unknown_architecture_fails_closed(tmp_path):
 
 
 def test_every_bundled_family_is_mapped_or_named():
-    """The differential suite iterates every bundled model of a mapped family (conftest.supported_models), so a
-    new catalog model of a mapped family enters it by itself; a bundled family without a mapping is named here
+    """The differential suite iterates every distinct network among the bundled models of a mapped family
+    (conftest.supported_models), so a new catalog model of a mapped family enters it by itself; a bundled family without a mapping is named here
     with what is missing (sparse_gguf.NOT_MAPPED), never skipped in silence."""
     from fitprobe.catalogs.models import load_models
     from fitprobe.sparse_gguf import LLAMA_ARCH, NOT_MAPPED
@@ -66,6 +66,25 @@ def test_every_bundled_family_is_mapped_or_named():
     for arch, why in NOT_MAPPED.items():
         with pytest.raises(UnsupportedArchitecture, match=why[:30]):
             llama_arch(replace(spec_of("qwen3-0.6b"), architecture=arch))
+
+
+def test_the_suite_leaves_out_only_identical_networks(tmp_path):
+    """A model left out of the differential suite writes byte for byte the GGUF header of the one that runs."""
+    from .conftest import same_network_as
+
+    for left_out, runs in same_network_as().items():
+        a, b = spec_of(left_out), spec_of(runs)
+        pa, pb = tmp_path / "a.gguf", tmp_path / "b.gguf"
+        write_sparse_gguf(replace(a, name="x", hf_id=None), pa, source_types(a))
+        write_sparse_gguf(replace(b, name="x", hf_id=None), pb, source_types(b))
+        assert pa.stat().st_size == pb.stat().st_size and _written(pa) == _written(pb), (left_out, runs)
+
+
+def _written(path) -> bytes:
+    """The bytes before the file's sparse hole: the header and tensor table the writer put down."""
+    with open(path, "rb") as f:
+        end = os.lseek(f.fileno(), 0, os.SEEK_HOLE)
+        return f.read(end)
 
 
 def test_types_must_cover_the_inventory(tmp_path):
