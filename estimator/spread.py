@@ -10,9 +10,16 @@ The unsafe direction is a file larger than the estimate, so the band takes the l
 2. none there: of the format's files in other families it also sizes by an unconfirmed mix ("format");
 3. none either: of every approximate format's files in families sized that way ("approximate formats"),
 
-each tier clearly labelled in the text. A file of a family sized by a recipe or a checked mix measures
-that recipe, not the mix, so it never stands in for one. Never below zero (files that run smaller leave the usual band as it is). The weights' band becomes
-(1 + measured p90) x (1 + excess) - 1: the formula's error against the file, then the engine's against it.
+each tier labelled in the text. A file of a family sized by a recipe or a checked mix measures that
+recipe, not the mix, so it never stands in for one. Never below zero: files that run smaller leave the
+usual band as it is. The weights' band becomes (1 + measured p90) x (1 + excess) - 1: the formula's
+error against the file, then the engine's against the file.
+
+A published size is not put in the formula's place for a catalog model: it speaks for its own upload,
+and the same UD name is another mix in another upload (DeepSeek-R1's Jan-2025 UD-Q2_K_XL is 212 GB in
+unsloth.ai/blog/deepseekr1-dynamic, V3-0324's 233 GiB), and no catalog fact ties a bundled model to the
+upload a published file came from. Where the Hub lists the very file planned (`unsloth/...-GGUF:UD-IQ1_S`),
+its size is used ("real file size", catalogs/resolve.py) and no spread applies.
 """
 from __future__ import annotations
 
