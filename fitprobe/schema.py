@@ -139,7 +139,9 @@ class VerdictInfo:
     reason: str = doc(description="one sentence: what decides the verdict")
     limiting: str = doc(description="the device (or 'system RAM') with the smallest relative margin")
     error_band: float = doc(description="measured p90 |error| of the dominant components (weights, KV cache), "
-                                        "on the runs of the plan's engine family (llama.cpp GGUF or vLLM checkpoints)")
+                                        "on the runs of the plan's engine family (llama.cpp GGUF or vLLM checkpoints); "
+                                        "its weights' share compounded with weights_spread for a format sized "
+                                        "approximately")
     uncertainty_bytes: int = doc(
         default=0, description="this plan's error band on the limiting device: each component's bytes times its "
                                "measured p90 error (catalogs/data/error_band.json); a smaller margin is 'tight'")
