@@ -9,9 +9,11 @@ from .memory import MemoryBreakdown, estimate
 from .quant import QuantFormat, QuantTable, WeightBytes, is_approximate, weight_bytes
 from .settings import RunSettings
 from .spec import ModelSpec
+from .spread import WeightSpread, weight_spread, widened
 from .verdict import Status, Verdict, band_for, judge
 
 SCALING_CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
+APPROXIMATE = "approximate formula"  # weights_source of a format sized by an unconfirmed mix
 
 
 @record
@@ -69,7 +71,8 @@ def _row_kv(kv: str, engine: str) -> str:
 class Sizer:
     """Sizes one model on one hardware set; caches weights per format across table rows.
 
-    `known_weights` maps a format name to exact sizes (real GGUF file, safetensors metadata).
+    `known_weights` maps a format name to exact sizes (real GGUF file, safetensors metadata). A format
+    sized approximately is judged with its measured spread added to the band (`band`, estimator/spread.py).
     """
 
     def __init__(self, spec: ModelSpec, table: QuantTable, hw: Hardware, *, error_band: float,
@@ -79,18 +82,29 @@ class Sizer:
         self.known = known_weights or {}
         self._weights: dict[str, tuple[WeightBytes, str]] = {}
         self._kv: dict[tuple, KvCache] = {}
+        self._spreads: dict[str, WeightSpread | None] = {}
 
     def weights(self, fmt: QuantFormat) -> tuple[WeightBytes, str]:
         if fmt.name not in self._weights:
             self._weights[fmt.name] = self.known.get(fmt.name) or (
-                weight_bytes(self.spec, fmt, self.table), "approximate formula" if is_approximate(fmt, self.spec) else "formula")
+                weight_bytes(self.spec, fmt, self.table), APPROXIMATE if is_approximate(fmt, self.spec) else "formula")
         return self._weights[fmt.name]
+
+    def spread(self, fmt: QuantFormat) -> WeightSpread | None:
+        """The measured spread of a format sized approximately here (none for known real sizes)."""
+        if fmt.name not in self._spreads:
+            by_formula = self.weights(fmt)[1] == APPROXIMATE  # a real file's size needs no spread
+            self._spreads[fmt.name] = weight_spread(fmt, self.spec, self.table) if by_formula else None
+        return self._spreads[fmt.name]
+
+    def band(self, fmt: QuantFormat, engine: str) -> float:
+        """The error band a plan in this format on this engine is judged with."""
+        return widened(band_for(self.error_band, engine), self.spread(fmt))
 
     def size(self, fmt: QuantFormat, st: RunSettings, *, now: bool = False) -> tuple[MemoryBreakdown, Verdict, str]:
         w, source = self.weights(fmt)
         mem = estimate(self.spec, fmt, self.table, st, self.hw, weights=w, now=now, kv=self.kv_for(st))
-        verdict = judge(mem, self.hw, error_band=band_for(self.error_band, st.engine), min_margin_bytes=self.min_margin,
-                        now=now)
+        verdict = judge(mem, self.hw, error_band=self.band(fmt, st.engine), min_margin_bytes=self.min_margin, now=now)
         return mem, verdict, source
 
     def kv_for(self, st: RunSettings) -> KvCache | None:

@@ -50,6 +50,24 @@ class PublishedFile:
 
 
 @record
+class MeasuredFile:
+    """A published file of a format set beside this formula's size of the same model: how far the
+    formula falls short of (or over) a real file, written by scripts/quant_spread.py."""
+
+    format: str
+    model: str = doc(description="bundled catalog name")
+    family: str = doc(description="recipe_family() of the model")
+    published_gib: float = doc(gt=0)
+    estimate_gib: float = doc(gt=0, description="weight_bytes(...).total of the model in this format")
+    source: str = doc(description="the published file's source (quant_formats.json)")
+
+    @property
+    def excess(self) -> float:
+        """How much larger the real file is than the estimate (negative: the estimate is larger)."""
+        return self.published_gib / self.estimate_gib - 1
+
+
+@record
 class QuantFormat:
     name: str
     kind: Literal["native", "gguf", "checkpoint", "mlx"]
@@ -78,6 +96,8 @@ class QuantTable:
     formats: list[QuantFormat]
     schema: int = 1
     ggml_types_source: str = ""
+    measured: list[MeasuredFile] = doc(
+        default_factory=list, description="published files against the formula (catalogs/data/quant_spread.json)")
 
     def find(self, name: str) -> QuantFormat | None:
         key = name.strip().lower()

@@ -17,7 +17,6 @@ from fitprobe.estimator.plan import PlanResult, Sizer
 from fitprobe.estimator.quant import QuantFormat
 from fitprobe.estimator.settings import ENGINE_KV_DTYPES, RunSettings
 from fitprobe.estimator.tensors import param_counts
-from fitprobe.estimator.verdict import band_for
 
 from . import schema
 
@@ -197,8 +196,8 @@ def size_plan(command: str, resolved: ResolvedModel, fmt: QuantFormat, st: RunSe
         settings=settings_info(rec_st),
         hardware=hardware_info(hw, rec_st, hardware_source, now=now, readings=device_readings),
         memory=memory_info(rec.mem, weights_source),
-        verdict=verdict_info(rec.verdict, band_for(band, rec_st.engine)),
-        asked=asked_info(st, result, subject, band),
+        verdict=verdict_info(rec.verdict, sizer.band(rec_fmt, rec_st.engine), sizer.spread(rec_fmt)),
+        asked=asked_info(st, result, subject, sizer.band(fmt, st.engine), sizer.spread(fmt)),
         matrix=result.matrix, scaling=result.scaling, launch=launch, speed=subject.speed,
         notes=list(dict.fromkeys(resolved.notes + subject.notes + _format_notes(rec_fmt, weights_source)
                                  + _ram_notes(hw, rec.mem) + _driver_total_notes(hw, rec_st))),
@@ -304,7 +303,7 @@ def changes_from_asked(plan, inp) -> list[str]:
     return out
 
 
-def asked_info(st: RunSettings, result: PlanResult, plan, band) -> schema.AskedInfo | None:
+def asked_info(st: RunSettings, result: PlanResult, plan, band, spread=None) -> schema.AskedInfo | None:
     """The request as asked, when the recommended plan differs from it (settings or verdict)."""
     same = (plan.quant == st.quant and plan.context == st.context and plan.kv_cache_dtype == st.kv_cache_dtype
             and not plan.cpu_moe_layers and result.verdict.status == plan.status
@@ -312,15 +311,19 @@ def asked_info(st: RunSettings, result: PlanResult, plan, band) -> schema.AskedI
     if same:
         return None
     m = result.memory
-    return schema.AskedInfo(settings=settings_info(st), verdict=verdict_info(result.verdict, band_for(band, st.engine)),
+    return schema.AskedInfo(settings=settings_info(st), verdict=verdict_info(result.verdict, band, spread),
                             total_bytes=m.total_bytes, host_bytes=m.host_total_bytes)
 
 
-def verdict_info(verdict, band: float | None = None) -> schema.VerdictInfo:
+def verdict_info(verdict, band: float | None = None, spread=None) -> schema.VerdictInfo:
+    """`band` is the one the verdict was judged with; `spread` (estimator.spread.WeightSpread) says why it
+    is wider than the measured one, for a format sized approximately."""
     return schema.VerdictInfo(error_band=float(error_band() if band is None else band), status=verdict.status,
                               margin_bytes=verdict.margin_bytes, utilization=verdict.utilization,
                               reason=verdict.reason, limiting=verdict.limiting,
-                              uncertainty_bytes=verdict.uncertainty_bytes)
+                              uncertainty_bytes=verdict.uncertainty_bytes,
+                              weights_spread=round(spread.excess, 4) if spread else 0.0,
+                              band_note=spread.text() if spread else "")
 
 
 def _ram_notes(hw: Hardware, mem) -> list[str]:

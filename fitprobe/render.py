@@ -152,7 +152,8 @@ def _memory_table(o: PlanOutput) -> list[str]:
                   + (f", at most --gpu-memory-utilization {o.settings.gpu_memory_utilization:g} for vLLM"
                      if o.settings.engine == "vllm" else "")
                   + f"; the verdict's margin is on {o.verdict.limiting}; the estimate's error band there is "
-                    f"{o.verdict.uncertainty_bytes / GIB:.2f} GiB")
+                    f"{o.verdict.uncertainty_bytes / GIB:.2f} GiB"
+                  + (f": {o.verdict.band_note}" if o.verdict.band_note else ""))
     return lines
 
 

@@ -140,10 +140,18 @@ class VerdictInfo:
     reason: str = doc(description="one sentence: what decides the verdict")
     limiting: str = doc(description="the device (or 'system RAM') with the smallest relative margin")
     error_band: float = doc(description="measured p90 |error| of the dominant components (weights, KV cache), "
-                                        "on the runs of the plan's engine family (llama.cpp GGUF or vLLM checkpoints)")
+                                        "on the runs of the plan's engine family (llama.cpp GGUF or vLLM checkpoints); "
+                                        "its weights' share compounded with weights_spread for a format sized "
+                                        "approximately")
     uncertainty_bytes: int = doc(
         default=0, description="this plan's error band on the limiting device: each component's bytes times its "
                                "measured p90 error (catalogs/data/error_band.json); a smaller margin is 'tight'")
+    weights_spread: float = doc(
+        default=0.0, ge=0, description="a format sized approximately: how much larger its worst published file is "
+                                       "than the formula (catalogs/data/quant_spread.json), compounded onto the "
+                                       "weights' error; 0 when the format is sized exactly")
+    band_note: str = doc(default="", description="why the band is wider than the measured one (a format sized "
+                                                 "approximately, and the published file that sets it); empty if not")
 
 
 @record

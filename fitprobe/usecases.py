@@ -290,7 +290,6 @@ def _judge_right_now(sized, min_margin: int, requirements, gate_on: str) -> None
     from fitprobe.estimator.gate import evaluate
     from fitprobe.estimator.launch import LaunchInput, plan_all, sized_on
     from fitprobe.estimator.plan import Sizer
-    from fitprobe.estimator.verdict import band_for
 
     inp, out = sized.launch_input, sized.output
     if not any(d.free_bytes is not None for d in inp.hw.devices) and inp.hw.ram_available_bytes is None:
@@ -301,7 +300,7 @@ def _judge_right_now(sized, min_margin: int, requirements, gate_on: str) -> None
     sizer = Sizer(inp.spec, inp.table, hw, error_band=error_band(), min_margin_bytes=min_margin,
                   known_weights=inp.sizer.known)
     _, verdict, _ = sizer.size(fmt, plan_.settings, now=True)
-    out.verdict_now = verdict_info(verdict, band_for(error_band(), plan_.settings.engine))
+    out.verdict_now = verdict_info(verdict, sizer.band(fmt, plan_.settings.engine), sizer.spread(fmt))
     subject = replace(plan_, status=verdict.status, fits=verdict.status != "exceeds", margin_bytes=verdict.margin_bytes)
     if verdict.status == "exceeds":
         now = LaunchInput(**{**inp.__dict__, "now": True})

@@ -129,9 +129,11 @@ def device_fits(sized: Sized, band: float | None = None) -> bool:
     return True
 
 
-def rejudge(inp: LaunchInput, mem: MemoryBreakdown, hw: Hardware | None = None, *, engine: str) -> Verdict:
-    return judge(mem, hw or inp.hw, error_band=band_for(inp.sizer.error_band, engine),
-                 min_margin_bytes=inp.sizer.min_margin)
+def rejudge(inp: LaunchInput, mem: MemoryBreakdown, hw: Hardware | None = None, *, engine: str,
+            fmt: QuantFormat | None = None) -> Verdict:
+    """Judge adjusted memory again; with `fmt`, in that format's band (an approximate one is wider)."""
+    band = inp.sizer.band(fmt, engine) if fmt is not None else band_for(inp.sizer.error_band, engine)
+    return judge(mem, hw or inp.hw, error_band=band, min_margin_bytes=inp.sizer.min_margin)
 
 
 def largest_fitting(lo: int, hi: int, fits: Callable[[int], bool], step: int = 1) -> int | None:

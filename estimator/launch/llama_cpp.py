@@ -19,7 +19,6 @@ from .refs import gguf_repo_for
 from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, can_offload, cap_context, ctx_text,
                      device_fits, engine_format, gib, rope_flags, largest_fitting, longest_context, model_max_context, plan_from, render, size,
                      smallest_fitting, unified)
-from ..verdict import band_for
 
 PAD = 256  # llama.cpp pads the context to 256 cells
 # common/arg.cpp (-ts): "got N input configs, but system only has 16 devices" once N >= llama_max_devices()
@@ -132,7 +131,7 @@ def _offload(inp: LaunchInput, fmt, base, w, reasons) -> tuple | None:
     """Expert offload (--n-cpu-moe) and plain partial offload (-ngl), each searched for the most that
     stays on the GPUs, then judged with system RAM; the faster of those that fit is kept. A placement
     that keeps each GPU's error band free ('fits') is preferred to one inside it ('tight')."""
-    for band in (band_for(inp.sizer.error_band, "llama.cpp"), None):
+    for band in (inp.sizer.band(fmt, "llama.cpp"), None):
         options = _offload_options(inp, fmt, base, w, band)
         if options:
             break

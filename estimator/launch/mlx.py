@@ -52,12 +52,12 @@ def plan(inp: LaunchInput) -> LaunchPlan:
         raised = replace(inp.hw, devices=[replace(d, usable_cap_bytes=None) for d in inp.hw.devices])
         s2 = size(inp, fmt, st, raised)
         if s2.ok:
-            need = s2.mem.per_device[0].total_bytes * (1 + inp.sizer.error_band)
+            need = s2.mem.per_device[0].total_bytes * (1 + inp.sizer.band(fmt, "mlx"))
             limit_mb = min(math.ceil(need / MIB / 1024) * 1024, int(dev.memory_bytes * inp.hw.usable_fraction / MIB))
             setup.insert(0, f"sudo sysctl iogpu.wired_limit_mb={limit_mb}")
             notes.append(f"the Metal working-set limit ({gib(dev.usable_cap_bytes)}) blocks the fit, not memory: "
                          f"raising it to {limit_mb} MiB (needed + the estimate's error band) lets the plan fit; "
                          "the setting resets at reboot")
-            sized = Sized(s2.mem, rejudge(inp, s2.mem, raised, engine="mlx"))
+            sized = Sized(s2.mem, rejudge(inp, s2.mem, raised, engine="mlx", fmt=fmt))
     command = shell_join(["mlx_lm.server"] + [p for f in flags for p in (f.flag, f.value) if p is not None])
     return plan_from(engine, inp, sized, st, fmt, command=command, flags=flags, setup=setup, notes=notes)

@@ -177,7 +177,7 @@ def _plan_format(inp: LaunchInput, engine: str, fmt, fmt_note: str | None) -> La
         s = size(inp, fmt, st, hw)
         if pp > 1:
             mem = pp_adjust(s.mem, pp)
-            return Sized(mem, rejudge(inp, mem, hw, engine=engine))
+            return Sized(mem, rejudge(inp, mem, hw, engine=engine, fmt=fmt))
         return s
 
     reasons: dict[str, str] = {"ctx": capped} if capped else {}
@@ -211,12 +211,12 @@ def _plan_format(inp: LaunchInput, engine: str, fmt, fmt_note: str | None) -> La
 
         def off_fits(g: int) -> bool:
             mem = offload_adjust(full.mem, g * GIB)
-            return rejudge(inp, mem, hw, engine=engine).status != "exceeds"
+            return rejudge(inp, mem, hw, engine=engine, fmt=fmt).status != "exceeds"
 
         g = smallest_fitting(1, max(1, per_gpu_w // GIB), off_fits)
         if g is not None:
             mem = offload_adjust(full.mem, g * GIB)
-            sized, offload = Sized(mem, rejudge(inp, mem, hw, engine=engine)), g
+            sized, offload = Sized(mem, rejudge(inp, mem, hw, engine=engine, fmt=fmt)), g
             reasons.pop("ctx", None)
             if capped:
                 reasons["ctx"] = capped

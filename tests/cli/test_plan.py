@@ -163,3 +163,16 @@ def test_short_gpu_names_and_custom_devices():
     code, out = run("plan", "deepseek-v3", "--gpu", "Kunlunxin P800", "--gpus", "8", "--json")
     assert code in (0, 1) and json.loads(out)["hardware"]["count"] == 8
     assert json.loads(out)["hardware"]["devices"][0]["memory_bytes"] == 96 * 2**30  # xpu_smi: 98304 MiB
+
+
+def test_an_approximate_format_says_why_its_band_is_wide():
+    """UD-IQ1_S on DeepSeek is sized by the IQ1_S mix, 28 % under the published 186 GB file: the band says so."""
+    code, out = run("plan", "deepseek-r1", "--gpu", "H200", "--gpus", "2", "--quant", "UD-IQ1_S", "--json")
+    verdict = json.loads(out)["verdict"]
+    assert verdict["weights_spread"] > 0.3 and "UD-IQ1_S is sized approximately" in verdict["band_note"]
+    assert verdict["uncertainty_bytes"] > 30 * (1 << 30)
+    code, out = run("plan", "deepseek-r1", "--gpu", "H200", "--gpus", "2", "--quant", "UD-IQ1_S")
+    assert "the weights' error band adds 39%" in " ".join(out.split())
+    code, out = run("plan", "deepseek-r1", "--gpu", "H200", "--gpus", "2", "--quant", "UD-Q2_K_XL", "--json")
+    verdict = json.loads(out)["verdict"]
+    assert verdict["weights_spread"] == 0 and verdict["band_note"] == ""  # sized by its DeepSeek recipe
