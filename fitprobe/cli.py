@@ -14,7 +14,8 @@ import sys
 import click
 
 from fitprobe import __version__
-from fitprobe import errors
+from fitprobe import errors, i18n
+from fitprobe.i18n import N_
 
 EXIT_FITS, EXIT_EXCEEDS = errors.FITS, errors.EXCEEDS
 EXIT_USAGE, EXIT_MODEL, EXIT_HARDWARE = errors.USAGE.code, errors.MODEL_NOT_FOUND.code, errors.HARDWARE.code
@@ -169,6 +170,11 @@ class Group(LazyGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         argv = list(sys.argv[1:] if args is None else args)
         try:
+            i18n.set_language(i18n.choose(_lang_argument(argv)))  # first, so that every message is translated
+            localize(self)
+        except errors.FitprobeError as exc:
+            report_error(exc, as_json="--json" in argv)
+        try:
             rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except errors.FitprobeError as exc:
             report_error(exc, as_json="--json" in argv)
@@ -187,6 +193,43 @@ class Group(LazyGroup):
         if standalone_mode:
             sys.exit(rv if isinstance(rv, int) else 0)
         return rv
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is not None:
+            localize(command)
+        return command
+
+
+LANG_OPTION_HELP = N_("language of the text: en, es, de or zh (default: LC_ALL, LC_MESSAGES, LANG)")
+
+
+def localize(command: click.Command) -> None:
+    """Give a command the --lang option (read before parsing, by Group.main) and its help texts in the
+    active language (they are msgids, marked with N_ where they are written)."""
+    if not any(p.name == "lang" for p in command.params):
+        command.params.append(click.Option(["--lang"], metavar="LANG", expose_value=False, help=LANG_OPTION_HELP))
+    if i18n.language() == i18n.DEFAULT or getattr(command, "_localized", None) == i18n.language():
+        return
+    command._localized = i18n.language()
+    for attr in ("help", "short_help"):
+        if getattr(command, attr, None):
+            setattr(command, attr, i18n._(getattr(command, attr)))
+    for param in command.params:
+        if getattr(param, "help", None):
+            param.help = i18n._(param.help)
+
+
+def _lang_argument(argv: list[str]) -> str | None:
+    """The value of --lang anywhere before `--` (None when absent; click reports a missing value)."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--lang" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--lang="):
+            return arg[len("--lang="):]
+    return None
 
 
 _OUTPUT_ERRNOS = {errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT}
@@ -208,7 +251,7 @@ def report_error(exc: errors.FitprobeError, *, as_json: bool) -> None:
         import json
 
         lines.append((sys.stdout, json.dumps(exc.as_dict())))
-    lines.append((sys.stderr, f"error: {exc}"))
+    lines.append((sys.stderr, i18n._("error: %(message)s") % {"message": i18n.say(exc.text)}))
     for stream, text in lines:
         try:
             stream.write(text + "\n")
@@ -241,26 +284,26 @@ OPTIONAL_COMMANDS = {
 }
 
 
-@click.group(cls=Group, lazy=OPTIONAL_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, lazy=OPTIONAL_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
+             help=N_("Will this LLM run on this hardware, how well, and with which launch flags?"))
 @click.version_option(__version__, prog_name="fitprobe")
 def main():
-    """Will this LLM run on this hardware, how well, and with which launch flags?"""
+    """The command group; its help text is the msgid above (translated by `localize`)."""
 
 
-@main.command()
+@main.command(help=N_("Size MODEL on named hardware (bundled name, HF id, directory, config.json or .gguf)."))
 @click.argument("model")
 @click.option("--gpu", required=True, help="catalog GPU name (e.g. 'RTX 4090', 'H100 SXM', 'M4 Max'), or 'cpu'")
 @click.option("--gpus", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True, help="number of identical GPUs")
 @click.option("--memory-gib", type=GIB_AMOUNT, default=None, help="memory of each GPU (a device the catalog lacks, or override)")
 @size_options
 def plan(model, gpu, gpus, **opts):
-    """Size MODEL on named hardware (bundled name, HF id, directory, config.json or .gguf)."""
     from fitprobe import commands
 
     commands.run_plan("plan", model, gpu=gpu, gpus=gpus, **opts)
 
 
-@main.command()
+@main.command(help=N_("Size MODEL on this machine: probe its GPUs and RAM, then plan (idle and right now)."))
 @click.argument("model")
 @click.option("--gpu", default=None, help="override the probe with a catalog GPU name (or 'cpu')")
 @click.option("--gpus", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
@@ -271,7 +314,6 @@ def plan(model, gpu, gpus, **opts):
               help="judge the verdict and gate on free memory right now, or on the idle device")
 @size_options
 def check(model, gpu, gpus, **opts):
-    """Size MODEL on this machine: probe its GPUs and RAM, then plan (idle and right now)."""
     from fitprobe import commands
 
     commands.run_check(model, gpu=gpu, gpus=gpus, **opts)

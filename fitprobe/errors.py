@@ -43,6 +43,9 @@ class FitprobeError(Exception):
 
     def __init__(self, message: str, kind: Kind | None = None):
         super().__init__(" ".join(str(message).split()))
+        # What a person reads: the message itself when it is a translatable sentence
+        # (fitprobe.estimator.message.msg), else the one-line English text.
+        self.text = message if type(message) is not str and str(self) == message else str(self)
         if kind is not None:
             self.kind = kind
 
