@@ -206,18 +206,15 @@ LANG_OPTION_HELP = N_("language of the text: en, es, de or zh (default: LC_ALL, 
 
 def localize(command: click.Command) -> None:
     """Give a command the --lang option (read before parsing, by Group.main) and its help texts in the
-    active language (they are msgids, marked with N_ where they are written)."""
+    active language (they are msgids, marked with N_ where they are written; the msgids are kept, so
+    one process can show several languages)."""
     if not any(p.name == "lang" for p in command.params):
         command.params.append(click.Option(["--lang"], metavar="LANG", expose_value=False, help=LANG_OPTION_HELP))
-    if i18n.language() == i18n.DEFAULT or getattr(command, "_localized", None) == i18n.language():
-        return
-    command._localized = i18n.language()
-    for attr in ("help", "short_help"):
-        if getattr(command, attr, None):
-            setattr(command, attr, i18n._(getattr(command, attr)))
-    for param in command.params:
-        if getattr(param, "help", None):
-            param.help = i18n._(param.help)
+    items = [command, *command.params]
+    msgids = command.__dict__.setdefault("_help_msgids", [getattr(i, "help", None) for i in items])
+    for item, msgid in zip(items, msgids):
+        if msgid:
+            item.help = i18n._(msgid)
 
 
 def _lang_argument(argv: list[str]) -> str | None:

@@ -1,0 +1,140 @@
+"""Languages end to end: the choice (--lang, LC_ALL > LC_MESSAGES > LANG), the catalogs (every msgid of the
+sources translated in es, de and zh, placeholders kept), locale formatting, and the rule that JSON and exit
+codes never change with the language."""
+import importlib.util
+import io
+import json
+from pathlib import Path
+
+import pytest
+from babel.messages.pofile import read_po
+from click.testing import CliRunner
+
+from fitprobe import i18n
+from fitprobe.cli import main
+from fitprobe.estimator.message import gib, join, msg, plural
+
+ROOT = Path(__file__).resolve().parents[2]
+LANGS = ("en", "es", "de", "zh")
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("i18n_script", ROOT / "scripts" / "i18n.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(*args, env=None):
+    result = CliRunner().invoke(main, list(args), env=env)
+    return result.exit_code, result.output
+
+
+@pytest.fixture(autouse=True)
+def english_afterwards():
+    yield
+    i18n.set_language("en")
+
+
+@pytest.mark.parametrize("value,lang", [("de_DE.UTF-8", "de"), ("zh_CN", "zh"), ("zh_CN.GB18030", "zh"),
+                                        ("es_MX.utf8", "es"), ("es", "es"), ("en_US.UTF-8", "en"), ("C", "en"),
+                                        ("POSIX", "en"), ("C.UTF-8", "en"), ("fr_FR.UTF-8", "en"), ("", "en")])
+def test_locale_names(value, lang):
+    assert i18n.from_locale_name(value) == lang
+
+
+@pytest.mark.parametrize("environ,lang", [
+    ({"LANG": "de_DE.UTF-8"}, "de"),
+    ({"LANG": "de_DE.UTF-8", "LC_MESSAGES": "es_ES.UTF-8"}, "es"),
+    ({"LANG": "de_DE.UTF-8", "LC_MESSAGES": "es_ES.UTF-8", "LC_ALL": "zh_CN.UTF-8"}, "zh"),
+    ({"LANG": "de_DE.UTF-8", "LC_ALL": ""}, "de"),  # an empty variable is unset
+    ({"LC_ALL": "C", "LANG": "de_DE.UTF-8"}, "en"),  # LC_ALL=C wins: English
+    ({}, "en"),
+])
+def test_environment_precedence(environ, lang):
+    assert i18n.from_environment(environ) == lang
+
+
+def test_the_environment_and_lang_override_choose_the_cli_language():
+    env = {"LC_ALL": None, "LC_MESSAGES": None, "LANG": "de_DE.UTF-8"}
+    code, out = run("plan", "nosuchmodel", "--gpu", "RTX 4090", env=env)
+    assert code == 3 and "Fehler: " in out
+    code, out = run("plan", "nosuchmodel", "--gpu", "RTX 4090", "--lang", "es", env=env)
+    assert code == 3 and out.startswith("error: ") and "modelo" in out
+    code, out = run("--lang=zh", "plan", "nosuchmodel", "--gpu", "RTX 4090", env=env)
+    assert code == 3 and out.startswith("错误：")
+    code, out = run("plan", "nosuchmodel", "--gpu", "RTX 4090", env={"LC_ALL": "zh_CN.UTF-8", "LANG": "de_DE.UTF-8"})
+    assert out.startswith("错误：")
+
+
+@pytest.mark.parametrize("args", [["--lang", "xx", "plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090"],
+                                  ["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--lang", "fr"],
+                                  ["list", "gpus", "--lang=pt_BR"]])
+def test_an_unsupported_language_is_a_usage_error(args):
+    code, out = run(*args)
+    assert code == 2 and out.count("\n") == 1 and "is not supported: use one of en, es, de, zh" in out
+
+
+def test_every_msgid_is_translated_with_its_placeholders():
+    """Extracts the msgids from the sources (and templates) now, so a new string without a translation
+    in es, de or zh fails here; so does a translation that drops or renames a %(placeholder)s."""
+    assert _script().problems() == []
+
+
+def test_the_pot_is_current():
+    """fitprobe.pot holds what the sources mark (scripts/i18n.py update regenerates it)."""
+    script = _script()
+    found = set()
+    pot = read_po(io.BytesIO(script.POT.read_bytes()))
+    for lang in LANGS:
+        catalog = read_po(io.BytesIO(i18n.po_path(lang).read_bytes()), locale=lang)
+        assert {m.id for m in pot if m.id} <= {m.id for m in catalog if m.id}, lang
+    found = {m.id for m in pot if m.id}
+    assert "error: %(message)s" in found
+
+
+def test_catalogs_compile_once_into_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FITPROBE_CACHE_DIR", str(tmp_path))
+    i18n.translations.cache_clear()
+    try:
+        assert i18n.translations("de").gettext("error: %(message)s") == "Fehler: %(message)s"
+        cached = list((tmp_path / "locale").glob("de-*.mo"))
+        assert len(cached) == 1
+        i18n.translations.cache_clear()
+        cached[0].write_bytes(i18n.compile_po(i18n.po_path("es").read_bytes(), "es"))  # the cache is what is read
+        assert i18n.translations("de").gettext("error: %(message)s") == "error: %(message)s"
+    finally:
+        i18n.translations.cache_clear()
+
+
+def test_a_read_only_cache_still_translates(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("FITPROBE_CACHE_DIR", str(blocker))  # not a directory: nothing can be written
+    i18n.translations.cache_clear()
+    try:
+        assert i18n.translations("zh").gettext("error: %(message)s") == "错误：%(message)s"
+    finally:
+        i18n.translations.cache_clear()
+
+
+@pytest.mark.parametrize("lang,gib_text,count,percent", [("en", "421.71 GiB", "4,096", "83%"),
+                                                         ("es", "421,71 GiB", "4096", "83 %"),
+                                                         ("de", "421,71 GiB", "4.096", "83 %"),
+                                                         ("zh", "421.71 GiB", "4,096", "83%")])
+def test_locale_formats(lang, gib_text, count, percent):
+    assert i18n.gib(421.71 * (1 << 30), lang=lang) == gib_text
+    assert i18n.number(4096, lang=lang) == count  # es: CLDR groups only from five digits
+    assert i18n.percent(0.83, lang=lang).replace("\xa0", " ") == percent
+    assert i18n.spec(12345.678, ",.1f", "tok/s", lang=lang).endswith(" tok/s")
+
+
+def test_core_sentences_are_english_for_json_and_translated_for_people():
+    text = msg("%(where)s keeps %(margin)s free", where="RTX 4090", margin=gib(3.5 * (1 << 30)))
+    assert text == "RTX 4090 keeps 3.50 GiB free" and json.dumps(text) == '"RTX 4090 keeps 3.50 GiB free"'
+    assert isinstance(join([text, "x"]), str) and join([text, "x"]) == "RTX 4090 keeps 3.50 GiB free; x"
+    i18n.set_language("de")
+    assert i18n.say(text) == "RTX 4090 hat 3,50 GiB frei"
+    assert i18n.say("not a msgid") == "not a msgid"
+    seqs = plural("%(n)s concurrent sequence", "%(n)s concurrent sequences", 2)
+    assert seqs == "2 concurrent sequences"
