@@ -8,10 +8,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fitprobe.errors import MODEL_UNREADABLE, RETRY_LATER, ModelError, UsageError
+from fitprobe.errors import MODEL_UNREADABLE, RETRY_LATER, ModelError, UsageError, message_of
 from fitprobe.estimator.config import MAX_CONFIG_BYTES, SpecError, documented_yarn, parse_config_bytes, spec_from_config
 from fitprobe.estimator.fields import replace
 from fitprobe.estimator.quant import QuantFormat, WeightBytes, weight_bytes
+from fitprobe.estimator.message import msg
 from fitprobe.estimator.spec import ModelSpec
 
 from .models import ModelEntry, find_model, find_ollama_tag, suggest_models
@@ -38,10 +39,11 @@ def _spec(config: dict, name: str, hf_id: str | None, where: str = "config.json"
     try:
         return spec_from_config(config, name=name, hf_id=hf_id, where=where)
     except SpecError as exc:
-        raise ResolveError(f"{name}: {exc}", MODEL_UNREADABLE) from exc
+        raise ResolveError(msg("%(name)s: %(exc)s", name=name, exc=exc), MODEL_UNREADABLE) from exc
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, ArithmeticError) as exc:
         # validate_config should have named the field; say which file it was rather than crash
-        raise ResolveError(f"{where} cannot be sized ({type(exc).__name__}: {exc})", MODEL_UNREADABLE) from exc
+        raise ResolveError(msg("%(where)s cannot be sized (%(error_type)s: %(exc)s)",
+                               where=where, error_type=type(exc).__name__, exc=exc), MODEL_UNREADABLE) from exc
 
 
 def _default_notes(spec: ModelSpec) -> list[str]:
@@ -55,11 +57,11 @@ def _read_config(path: Path) -> dict:
         with path.open("rb") as fh:
             raw = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise ResolveError(f"cannot read {path}: {exc.strerror}", MODEL_UNREADABLE) from exc
+        raise ResolveError(msg("cannot read %(path)s: %(reason)s", path=path, reason=exc.strerror), MODEL_UNREADABLE) from exc
     try:
         return parse_config_bytes(raw, str(path))
     except SpecError as exc:
-        raise ResolveError(str(exc), MODEL_UNREADABLE) from exc
+        raise ResolveError(message_of(exc), MODEL_UNREADABLE) from exc
 
 
 def scaled(w: WeightBytes, total: int) -> WeightBytes:
@@ -82,13 +84,13 @@ def resolve(text: str, *, token: str | None = None, revision: str | None = None,
     `lookup` (catalogs.hub.Lookup) bounds and counts the Hub requests an org/name id makes."""
     raw = text.strip()
     if not raw:
-        raise ResolveError("empty model name")
+        raise ResolveError(msg("empty model name"))
     if len(raw) > 4096 or "\0" in raw:
-        raise ResolveError(f"'{raw[:60]}...' is not a model name, path or Hub id")
+        raise ResolveError(msg("'%(raw)s...' is not a model name, path or Hub id", raw=raw[:60]))
     try:
         return _resolve(raw, token=token, revision=revision, lookup=lookup)
     except OSError as exc:  # a path the OS refuses to look at (ENAMETOOLONG, ELOOP, EACCES on a parent)
-        raise ResolveError(f"cannot look at '{raw[:80]}': {exc.strerror}") from None
+        raise ResolveError(msg("cannot look at '%(raw)s': %(reason)s", raw=raw[:80], reason=exc.strerror)) from None
 
 
 def _resolve(raw: str, *, token: str | None, revision: str | None, lookup) -> ResolvedModel:
@@ -98,11 +100,11 @@ def _resolve(raw: str, *, token: str | None, revision: str | None, lookup) -> Re
     if path.is_dir():
         cfg = path / "config.json"
         if not cfg.exists():
-            raise ResolveError(f"{path} has no config.json")
+            raise ResolveError(msg("%(path)s has no config.json", path=path))
         return ResolvedModel(spec=_spec(_read_config(cfg), path.name, None, str(cfg)), source=f"local {cfg}")
     if path.suffix.lower() == ".json":
         if not path.exists():
-            raise ResolveError(f"{path} does not exist")
+            raise ResolveError(msg("%(path)s does not exist", path=path))
         return ResolvedModel(spec=_spec(_read_config(path), path.parent.name or path.stem, None, str(path)),
                              source=f"local {path}")
     tagged = find_ollama_tag(raw) if ":" in raw and "/" not in raw else None
@@ -112,21 +114,25 @@ def _resolve(raw: str, *, token: str | None, revision: str | None, lookup) -> Re
     entry = find_model(base.split("@")[0])
     if entry is not None and "/" not in base:
         if revision is not None or "@" in base:
-            raise UsageError(f"--revision/@ applies to Hugging Face ids: '{entry.name}' is a bundled catalog name"
-                             + (f" (its Hub id is {entry.hf_id})" if entry.hf_id else ""))
+            raise UsageError(msg("--revision/@ applies to Hugging Face ids: '%(name)s' is a bundled catalog name (its "
+                                 "Hub id is %(hf_id)s)", name=entry.name, hf_id=entry.hf_id) if entry.hf_id else
+                             msg("--revision/@ applies to Hugging Face ids: '%(name)s' is a bundled catalog name",
+                                 name=entry.name))
         return _from_entry(entry, quant or None)  # a catalog name: offline by design
     # An org/name id asks the Hub first (exact sizes), then its cache, then the bundled snapshot.
     if re.fullmatch(r"[\w.-]+/[\w.-]+(@[^:\s]+)?(:[\w.-]+)?", raw) or raw.lower().startswith(("http://", "https://", "hf.co/", "huggingface.co/")):
         return _from_hub(raw, token=token, revision=revision, lookup=lookup)
     hint = suggest_models(raw)
-    more = f"; did you mean: {', '.join(hint)}?" if hint else ""
-    raise ResolveError(f"unknown model '{raw}' (not in the bundled catalog, not a file, not an org/name Hub id){more}"
-                       " (fitprobe list models)")
+    if hint:
+        raise ResolveError(msg("unknown model '%(raw)s' (not in the bundled catalog, not a file, not an org/name Hub "
+                               "id); did you mean: %(hint)s? (fitprobe list models)", raw=raw, hint=", ".join(hint)))
+    raise ResolveError(msg("unknown model '%(raw)s' (not in the bundled catalog, not a file, not an org/name Hub id) "
+                           "(fitprobe list models)", raw=raw))
 
 
 def _from_entry(entry: ModelEntry, quant: str | None, *, source: str = "bundled catalog") -> ResolvedModel:
     if not entry.config:
-        raise ResolveError(f"{entry.name}: bundled entry has no config.json")
+        raise ResolveError(msg("%(name)s: bundled entry has no config.json", name=entry.name))
     spec = _spec(entry.config, entry.name, entry.hf_id)
     if entry.long_context:
         spec = documented_yarn(spec, entry.long_context["rope_scaling"], entry.long_context["source"])
@@ -140,7 +146,7 @@ def _from_hub(raw: str, *, token: str | None, revision: str | None, lookup=None)
     try:
         ref = hub.parse_model_ref(raw)
     except hub.BadModelRef as exc:
-        raise ResolveError(str(exc)) from exc
+        raise ResolveError(message_of(exc)) from exc
     if revision:
         ref = replace(ref, revision=revision)
     lookup = lookup or hub.Lookup()
@@ -156,13 +162,14 @@ def _from_hub(raw: str, *, token: str | None, revision: str | None, lookup=None)
     except hub.HubUnavailable as exc:
         entry = find_model(ref.repo_id)
         if entry is None:
-            raise ResolveError(f"{exc}, and '{ref.repo_id}' is not in the bundled catalog: retry later",
+            raise ResolveError(msg("%(exc)s, and '%(repo_id)s' is not in the bundled catalog: retry later",
+                                   exc=exc, repo_id=ref.repo_id),
                                RETRY_LATER) from exc
         resolved = _from_entry(entry, ref.quant, source="bundled catalog (Hub unreachable)")
         resolved.notes.append(f"Hub not reachable ({exc}); used the bundled snapshot of {entry.hf_id}")
         return resolved
     except hub.HubError as exc:
-        raise ResolveError(str(exc), exc.kind) from exc
+        raise ResolveError(message_of(exc), exc.kind) from exc
 
 
 def _gguf_repo(model, quant: str | None, token: str | None, lookup) -> ResolvedModel:
@@ -182,13 +189,14 @@ def _gguf_repo(model, quant: str | None, token: str | None, lookup) -> ResolvedM
         resolved = _from_entry(base_entry, quant, source="bundled catalog")
         resolved.notes.append(f"architecture from the bundled snapshot of {base_entry.hf_id}")
     if resolved is None:
-        raise ResolveError(f"{model.repo_id} holds only GGUF files and names no base model with a config.json: "
-                           f"pass the base model id or a local .gguf")
+        raise ResolveError(msg("%(repo_id)s holds only GGUF files and names no base model with a config.json: pass "
+                               "the base model id or a local .gguf", repo_id=model.repo_id))
     resolved.source = f"Hugging Face Hub ({model.repo_id})"
     _apply_gguf_sizes(resolved, model)
     if quant and _fmt_name(quant) not in resolved.known_weights:
         have = ", ".join(g.quant for g in model.gguf_files)
-        raise ResolveError(f"{model.repo_id} has no {quant} GGUF (it has: {have})")
+        raise ResolveError(msg("%(repo_id)s has no %(quant)s GGUF (it has: %(have)s)",
+                               repo_id=model.repo_id, quant=quant, have=have))
     return resolved
 
 
@@ -235,7 +243,7 @@ def _hub_model(model, quant: str | None) -> ResolvedModel:
     if config is None and model.params_json:
         config = params_json_to_config(model.params_json)
     if config is None:
-        raise ResolveError(f"{model.repo_id} has no config.json or params.json to size from")
+        raise ResolveError(msg("%(repo_id)s has no config.json or params.json to size from", repo_id=model.repo_id))
     where = f"{model.config_file or 'params.json'} of {model.repo_id}"
     spec = _spec(config, model.repo_id.split("/")[-1], model.repo_id, where)
     resolved = ResolvedModel(spec=spec, source=source, requested_quant=quant,
@@ -289,7 +297,7 @@ def params_json_to_config(p: dict) -> dict:
                "vocab_size": "vocab_size", "sliding_window": "sliding_window"}
     cfg = {new: p[old] for old, new in mapping.items() if p.get(old) is not None}
     if p.get("moe") is not None and not isinstance(p["moe"], dict):
-        raise ResolveError("params.json field moe must be an object", MODEL_UNREADABLE)
+        raise ResolveError(msg("params.json field moe must be an object"), MODEL_UNREADABLE)
     cfg["model_type"] = "mixtral" if p.get("moe") else "mistral"
     cfg["max_position_embeddings"] = p.get("max_seq_len") or p.get("max_position_embeddings") or 32768
     if p.get("moe"):
@@ -301,14 +309,14 @@ def params_json_to_config(p: dict) -> dict:
 
 def _from_gguf(path: Path) -> ResolvedModel:
     if not path.exists():
-        raise ResolveError(f"{path} does not exist")
+        raise ResolveError(msg("%(path)s does not exist", path=path))
     from .gguf_file import GgufFileError, gguf_to_config, read_gguf
 
     try:
         info = read_gguf(path)
         config = gguf_to_config(info)
     except GgufFileError as exc:
-        raise ResolveError(str(exc), MODEL_UNREADABLE) from exc
+        raise ResolveError(message_of(exc), MODEL_UNREADABLE) from exc
     spec = _spec(config, path.stem, None, f"{path} (GGUF metadata)")
     per_layer = [0] * spec.n_layers
     experts = [0] * spec.n_layers

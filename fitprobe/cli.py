@@ -16,6 +16,7 @@ import click
 from fitprobe import __version__
 from fitprobe import errors, i18n
 from fitprobe.i18n import N_
+from fitprobe.estimator.message import msg
 
 EXIT_FITS, EXIT_EXCEEDS = errors.FITS, errors.EXCEEDS
 EXIT_USAGE, EXIT_MODEL, EXIT_HARDWARE = errors.USAGE.code, errors.MODEL_NOT_FOUND.code, errors.HARDWARE.code
@@ -184,11 +185,12 @@ class Group(LazyGroup):
         except click.ClickException as exc:  # bad option or argument: one line, not the usage page
             report_error(errors.UsageError(_usage_message(exc)), as_json="--json" in argv)
         except (click.exceptions.Abort, KeyboardInterrupt):
-            report_error(errors.FitprobeError("interrupted", errors.INTERRUPTED), as_json=False)
+            report_error(errors.FitprobeError(msg("interrupted"), errors.INTERRUPTED), as_json=False)
         except OSError as exc:
             if exc.errno not in _OUTPUT_ERRNOS:
                 raise
-            report_error(errors.FitprobeError(f"cannot write the output: {os.strerror(exc.errno)}", errors.OUTPUT),
+            report_error(errors.FitprobeError(msg("cannot write the output: %(reason)s", reason=os.strerror(exc.errno)),
+                                              errors.OUTPUT),
                          as_json=False)
         if standalone_mode:
             sys.exit(rv if isinstance(rv, int) else 0)
@@ -237,7 +239,7 @@ def _usage_message(exc: click.ClickException) -> str:
     message = exc.format_message()
     ctx = getattr(exc, "ctx", None)
     if ctx is not None:
-        message += f" (see: {ctx.command_path} --help)"
+        return msg("%(message)s (see: %(command)s --help)", message=message, command=ctx.command_path)
     return message
 
 

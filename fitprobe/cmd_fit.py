@@ -9,6 +9,7 @@ from .cli import EXIT_EXCEEDS, EXIT_FITS, fail, parse_bytes
 
 from fitprobe.catalogs.model_uses import USE_CASES
 from fitprobe.estimator.rank import SORTS
+from fitprobe.estimator.message import msg
 
 
 def fit_options(f):
@@ -82,9 +83,9 @@ def build(opts: dict, *, hub: bool = False, hub_limit: int = 50, hub_search: str
     subjects, label, notes = None, "bundled catalog", []
     if hub:
         if hub_limit < 1:
-            raise UsageError("--hub-limit must be at least 1")
+            raise UsageError(msg("--hub-limit must be at least 1"))
         if hub_timeout <= 0:
-            raise UsageError("--hub-timeout must be positive")
+            raise UsageError(msg("--hub-timeout must be positive"))
         import os
 
         from fitprobe.catalogs.hub_list import HubListError, hub_subjects

@@ -5,6 +5,8 @@ import sys
 
 import click
 
+from fitprobe.estimator.message import msg
+
 
 def _gib(n: int | None) -> str:
     return f"{n / 1024**3:.1f} GiB" if n else "-"
@@ -79,7 +81,8 @@ def probe_command(as_json: bool, bench: bool) -> None:
     except Exception as exc:  # noqa: BLE001 - the probe must never end in a traceback
         from fitprobe.cli import report_error
 
-        report_error(HardwareError(f"probe failed: {type(exc).__name__}: {exc}"), as_json=as_json)
+        report_error(HardwareError(msg("probe failed: %(error_type)s: %(exc)s",
+                                       error_type=type(exc).__name__, exc=exc)), as_json=as_json)
     click.echo(out)
     failed = [b for b in report.backends if b.failed]
     if failed:

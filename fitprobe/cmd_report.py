@@ -8,6 +8,7 @@ import sys
 import click
 
 from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_OUTPUT, EXIT_USAGE, MAX_GPUS, Number, fail, positive, size_options
+from .estimator.message import msg
 
 GIB = 1 << 30
 
@@ -72,7 +73,7 @@ def write_html(path: str, page: str) -> None:
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(page)
     except OSError as exc:
-        fail(f"cannot write {path}: {exc.strerror}", EXIT_OUTPUT)
+        fail(msg("cannot write %(path)s: %(reason)s", path=path, reason=exc.strerror), EXIT_OUTPUT)
 
 
 def hardware_page(gpu: str | None, gpus: int, opts: dict) -> None:
@@ -115,7 +116,7 @@ def build(model: str, gpu: str | None, gpus: int, opts: dict):
                              gradient_checkpointing=not opts["ft_no_checkpointing"], lora_rank=opts["lora_rank"],
                              optimizer=opts["ft_optimizer"], fused_loss=opts["fused_loss"])
     except ValueError as exc:  # a bound or choice the options check
-        raise UsageError(f"invalid option: {exc}") from None
+        raise UsageError(msg("invalid option: %(exc)s", exc=exc)) from None
     request = request_from(model, gpu, gpus, opts)
     lookup = hub_lookup(model, opts)
     try:

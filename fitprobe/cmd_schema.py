@@ -5,6 +5,8 @@ import json
 
 import click
 
+from fitprobe.estimator.message import msg
+
 
 @click.command("schema")
 @click.argument("which", type=click.Choice(["plan", "fit"]), default="plan")
@@ -20,7 +22,7 @@ def schema_command(which: str, brief: bool, fields: str | None):
     from fitprobe.contract import json_schema, parse_fields
 
     if brief and fields:
-        raise click.UsageError("--brief and --fields exclude each other: pick one")
+        raise click.UsageError(msg("--brief and --fields exclude each other: pick one"))
     try:
         names = parse_fields(fields) if fields else None
     except ValueError as exc:

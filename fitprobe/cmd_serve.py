@@ -10,6 +10,8 @@ import ipaddress
 
 import click
 
+from fitprobe.estimator.message import msg
+
 MIN_TOKEN_CHARS = 16
 
 
@@ -43,14 +45,16 @@ def serve_command(host, port, token, watch, probe_ttl, concurrency, request_time
     from fitprobe.cli import EXIT_USAGE, fail
 
     if token is not None and len(token.strip()) < MIN_TOKEN_CHARS:
-        fail(f"the bearer token must have at least {MIN_TOKEN_CHARS} characters", EXIT_USAGE)
+        fail(msg("the bearer token must have at least %(min_token_chars)s characters",
+                 min_token_chars=MIN_TOKEN_CHARS), EXIT_USAGE)
     if not is_loopback(host) and not token:
-        fail(f"listening on {host} exposes this host's hardware and sizing to the network: set a bearer token "
-             "with FITPROBE_TOKEN (or --token), or keep --host 127.0.0.1", EXIT_USAGE)
+        fail(msg("listening on %(host)s exposes this host's hardware and sizing to the network: set a bearer token "
+                 "with FITPROBE_TOKEN (or --token), or keep --host 127.0.0.1", host=host), EXIT_USAGE)
     try:
         from fitprobe.server import ServeSettings, create_app
     except ImportError as exc:
-        fail(f"fitprobe serve needs the serve extra ({exc.name} is missing): pip install 'fitprobe[serve]'",
+        fail(msg("fitprobe serve needs the serve extra (%(name)s is missing): pip install 'fitprobe[serve]'",
+                 name=exc.name),
              EXIT_USAGE)
     models = [m.strip() for item in watch for m in item.split(",") if m.strip()]
     settings = ServeSettings(token=token.strip() if token else None, probe_ttl_s=probe_ttl,
@@ -75,8 +79,9 @@ def listen(host: str, port: int):
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            fail(f"{host}:{port} is already in use (another fitprobe serve?): stop it or choose --port", EXIT_USAGE)
-        fail(f"cannot listen on {host}:{port}: {exc.strerror}", EXIT_USAGE)
+            fail(msg("%(host)s:%(port)s is already in use (another fitprobe serve?): stop it or choose --port",
+                     host=host, port=port), EXIT_USAGE)
+        fail(msg("cannot listen on %(host)s:%(port)s: %(reason)s", host=host, port=port, reason=exc.strerror), EXIT_USAGE)
     sock.listen(128)
     sock.set_inheritable(True)
     return sock

@@ -8,6 +8,7 @@ import sys
 import click
 
 from .cli import EXIT_EXCEEDS, EXIT_USAGE, fail, size_options
+from .estimator.message import msg
 
 
 @click.command("simulate")
@@ -31,7 +32,7 @@ def simulate_command(model, gpu, gpus, memory_gib, n_tokens, max_seconds, **opts
     if sp is None or sp.decode_tps <= 0:
         fail("no speed estimate for this plan: " + "; ".join(out.notes[-1:]), EXIT_USAGE)
     if n_tokens <= 0:
-        fail("--tokens must be at least 1", EXIT_USAGE)
+        fail(msg("--tokens must be at least 1"), EXIT_USAGE)
     pb = Playback.plan(sp.ttft_ms, sp.decode_tps, n_tokens, max_seconds)
     label = f"{out.model.id} on {out.hardware.name}"
     if out.verdict.status == "exceeds":

@@ -10,6 +10,7 @@ import click
 
 from .cli import parse_bytes
 from .errors import UsageError
+from .estimator.message import msg
 
 
 def request_from(model: str, gpu: str | None, gpus: int, opts: dict):
@@ -30,7 +31,7 @@ def request_from(model: str, gpu: str | None, gpus: int, opts: dict):
     except click.BadParameter:
         raise  # the command group words it as click does, naming the option
     except ValueError as exc:  # a bound the request declares
-        raise UsageError(f"invalid option: {exc}") from None
+        raise UsageError(msg("invalid option: %(exc)s", exc=exc)) from None
 
 
 def emit(output, as_json: bool, also_text: bool = False, full: bool = False, *, brief: bool = False,
@@ -51,7 +52,7 @@ def emit(output, as_json: bool, also_text: bool = False, full: bool = False, *, 
 def json_selection(opts: dict) -> dict:
     """--brief / --fields as emit() keywords; UsageError for both at once or an unknown field name."""
     if opts.get("brief") and opts.get("fields"):
-        raise UsageError("--brief and --fields exclude each other: pick one")
+        raise UsageError(msg("--brief and --fields exclude each other: pick one"))
     if not opts.get("fields"):
         return {"brief": bool(opts.get("brief")), "fields": None}
     from fitprobe.contract import parse_fields

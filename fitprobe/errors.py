@@ -57,6 +57,14 @@ class FitprobeError(Exception):
         return {"error": {"code": self.kind.code, "kind": self.kind.name, "message": str(self)}}
 
 
+def message_of(exc: BaseException) -> str:
+    """An exception's one-line message, still translatable when it was made with estimator.message.msg."""
+    if isinstance(exc, FitprobeError):
+        return exc.text
+    args = getattr(exc, "args", ())
+    return args[0] if len(args) == 1 and isinstance(args[0], str) and args[0] == str(exc) else str(exc)
+
+
 class UsageError(FitprobeError, ValueError):
     kind = USAGE
 

@@ -148,6 +148,9 @@ def N_(message: str) -> str:
     return message
 
 
+SEPARATORS = (N_("; "), N_(" and "))  # the separators of fitprobe.estimator.message.join, translated by say()
+
+
 def say(text) -> str:
     """`text` in the active language: a core `Text`/`Joined` rebuilt from its msgid, a plain string
     looked up as a msgid (kept as it is when the catalog lacks it)."""
@@ -160,7 +163,8 @@ def say(text) -> str:
     if not isinstance(text, Text):
         return _(str(text)) if text else str(text)
     args = {k: (spec(v.value, v.spec, v.unit) if isinstance(v, Num) else say(v) if isinstance(v, str)
-                else number(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v))
+                else number(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
+                else say(v.text) if isinstance(getattr(v, "text", None), str) else str(v))  # a FitprobeError
             for k, v in text.args.items()}
     template = (ngettext(text.msgid, text.msgid_plural, text.n) if text.msgid_plural is not None
                 else _(text.msgid))
