@@ -295,20 +295,23 @@ def _translate(exc: BaseException, repo_id: str, revision: str | None, token: st
     from huggingface_hub import errors as hf_errors
 
     page = f"{_endpoint()}/{repo_id}"
-    how = "pass a token with HF_TOKEN=... or --token"
     if isinstance(exc, hf_errors.GatedRepoError):
         if token:
-            msg = f"{repo_id} is gated and this token has no access: accept its licence at {page} with the token's account"
+            text = msg("%(repo_id)s is gated and this token has no access: accept its licence at %(page)s with the "
+                       "token's account", repo_id=repo_id, page=page)
         else:
-            msg = f"{repo_id} is gated: accept its licence at {page}, then {how}"
-        return HubAuthError(msg, repo_id, token)
+            text = msg("%(repo_id)s is gated: accept its licence at %(page)s, then pass a token with HF_TOKEN=... or "
+                       "--token", repo_id=repo_id, page=page)
+        return HubAuthError(text, repo_id, token)
     if isinstance(exc, hf_errors.RevisionNotFoundError):
         return HubNotFound(msg("revision '%(revision)s' not found in %(repo_id)s",
                                revision=revision, repo_id=repo_id), repo_id, token)
     if isinstance(exc, hf_errors.RepositoryNotFoundError):
-        hint = "" if token else f" (if it is private or gated, {how})"
-        return HubNotFound(msg("model repo %(repo_id)s not found on %(endpoint)s%(hint)s",
-                               repo_id=repo_id, endpoint=_endpoint(), hint=hint), repo_id, token)
+        return HubNotFound(msg("model repo %(repo_id)s not found on %(endpoint)s", repo_id=repo_id,
+                               endpoint=_endpoint()) if token else
+                           msg("model repo %(repo_id)s not found on %(endpoint)s (if it is private or gated, pass a "
+                               "token with HF_TOKEN=... or --token)", repo_id=repo_id, endpoint=_endpoint()),
+                           repo_id, token)
     if isinstance(exc, hf_errors.OfflineModeIsEnabled):
         return HubUnavailable(msg("offline mode (HF_HUB_OFFLINE) and %(repo_id)s is not in the cache",
                                   repo_id=repo_id), repo_id, token)
@@ -324,9 +327,10 @@ def _translate(exc: BaseException, repo_id: str, revision: str | None, token: st
     if isinstance(exc, hf_errors.HfHubHTTPError) and exc.response is not None:
         status = exc.response.status_code
         if status == 401:
-            msg = f"the Hub rejected the token for {repo_id} (401): check HF_TOKEN or --token" if token else (
-                f"{repo_id} needs authentication (401): {how}")
-            return HubAuthError(msg, repo_id, token)
+            text = (msg("the Hub rejected the token for %(repo_id)s (401): check HF_TOKEN or --token", repo_id=repo_id)
+                    if token else msg("%(repo_id)s needs authentication (401): pass a token with HF_TOKEN=... or "
+                                      "--token", repo_id=repo_id))
+            return HubAuthError(text, repo_id, token)
         if status == 403:
             return HubAuthError(
                 msg("access to %(repo_id)s refused (403): accept its licence at %(page)s and use a token with read "
@@ -547,7 +551,7 @@ def _from_hub(ref: ModelRef, token: str | None, budget: _Budget) -> HubModel:
                 totals[dtype] = totals.get(dtype, 0) + int(count)
         if totals:
             model.safetensors_params, model.safetensors_source = totals, "headers"
-            model.notes.append(f"parameter counts read from {len(headers)} safetensors header(s)")
+            model.notes.append(msg("parameter counts read from %(n)s safetensors header(s)", n=len(headers)))
     return model
 
 

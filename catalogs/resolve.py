@@ -166,7 +166,8 @@ def _from_hub(raw: str, *, token: str | None, revision: str | None, lookup=None)
                                    exc=exc, repo_id=ref.repo_id),
                                RETRY_LATER) from exc
         resolved = _from_entry(entry, ref.quant, source="bundled catalog (Hub unreachable)")
-        resolved.notes.append(f"Hub not reachable ({exc}); used the bundled snapshot of {entry.hf_id}")
+        resolved.notes.append(msg("Hub not reachable (%(error)s); used the bundled snapshot of %(hf_id)s",
+                                  error=message_of(exc), hf_id=entry.hf_id))
         return resolved
     except hub.HubError as exc:
         raise ResolveError(message_of(exc), exc.kind) from exc
@@ -183,11 +184,11 @@ def _gguf_repo(model, quant: str | None, token: str | None, lookup) -> ResolvedM
         base_model = hub.fetch_model(base, token=token, lookup=lookup)
         if base_model.config or base_model.params_json:
             resolved = _hub_model(base_model, quant)
-            resolved.notes.append(f"architecture from base model {base} (config.json)")
+            resolved.notes.append(msg("architecture from base model %(base)s (config.json)", base=base))
             break
     if resolved is None and base_entry is not None:
         resolved = _from_entry(base_entry, quant, source="bundled catalog")
-        resolved.notes.append(f"architecture from the bundled snapshot of {base_entry.hf_id}")
+        resolved.notes.append(msg("architecture from the bundled snapshot of %(hf_id)s", hf_id=base_entry.hf_id))
     if resolved is None:
         raise ResolveError(msg("%(repo_id)s holds only GGUF files and names no base model with a config.json: pass "
                                "the base model id or a local .gguf", repo_id=model.repo_id))
@@ -213,7 +214,7 @@ def _apply_gguf_sizes(resolved: ResolvedModel, model) -> None:
             continue
         w = weight_bytes(resolved.spec, fmt, table)
         resolved.known_weights[fmt.name] = (scaled(w, gg.size_bytes - w.file_only),
-                                            f"real file size ({model.repo_id})")
+                                            msg("real file size (%(repo)s)", repo=model.repo_id))
         resolved.gguf_repo = model.repo_id
 
 
@@ -230,11 +231,14 @@ def _attach_gguf_quant(resolved: ResolvedModel, base_repo: str, quant: str, toke
             listing = hub.fetch_model(cand.repo_id, token=token, lookup=lookup)
             if any(_fmt_name(g.quant) == fmt.name for g in listing.gguf_files):
                 _apply_gguf_sizes(resolved, listing)
-                resolved.notes.append(f"{quant} size from {cand.repo_id} (GGUF repo of {base_repo})")
+                resolved.notes.append(msg("%(quant)s size from %(repo)s (GGUF repo of %(base)s)", quant=quant,
+                                          repo=cand.repo_id, base=base_repo))
                 return
-        resolved.notes.append(f"no GGUF repo with {quant} found for {base_repo}: {quant} sized by formula")
+        resolved.notes.append(msg("no GGUF repo with %(quant)s found for %(base)s: %(quant)s sized by formula",
+                                  quant=quant, base=base_repo))
     except hub.HubError as exc:
-        resolved.notes.append(f"GGUF repos for {base_repo} not searched ({exc}): {quant} sized by formula")
+        resolved.notes.append(msg("GGUF repos for %(base)s not searched (%(error)s): %(quant)s sized by formula",
+                                  base=base_repo, error=message_of(exc), quant=quant))
 
 
 def _hub_model(model, quant: str | None) -> ResolvedModel:
@@ -252,7 +256,7 @@ def _hub_model(model, quant: str | None) -> ResolvedModel:
         exact = sum(n * _dtype_bytes(dt) for dt, n in model.safetensors_params.items())
         key = _prequant_format(spec) or "BF16"
         resolved.known_weights[key] = (text_weights_from_checkpoint(spec, find_quant(key), exact),
-                                       "exact from checkpoint")
+                                       msg("exact from checkpoint"))
     _apply_gguf_sizes(resolved, model)
     return resolved
 
@@ -341,5 +345,5 @@ def _from_gguf(path: Path) -> ResolvedModel:
                           source=f"tensor types read from {path.name}")
         resolved.extra_formats.append(fmt)
     resolved.requested_quant = fmt.name
-    resolved.known_weights[fmt.name] = (w, "exact from GGUF header")
+    resolved.known_weights[fmt.name] = (w, msg("exact from GGUF header"))
     return resolved

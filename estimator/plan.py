@@ -6,6 +6,7 @@ from fitprobe.estimator.fields import doc, record, replace
 from .hardware import Hardware
 from .kv import KvCache, kv_cache
 from .memory import MemoryBreakdown, estimate
+from .message import msg
 from .quant import QuantFormat, QuantTable, WeightBytes, is_approximate, weight_bytes
 from .settings import RunSettings
 from .spec import ModelSpec
@@ -83,7 +84,8 @@ class Sizer:
     def weights(self, fmt: QuantFormat) -> tuple[WeightBytes, str]:
         if fmt.name not in self._weights:
             self._weights[fmt.name] = self.known.get(fmt.name) or (
-                weight_bytes(self.spec, fmt, self.table), "approximate formula" if is_approximate(fmt, self.spec) else "formula")
+                weight_bytes(self.spec, fmt, self.table),
+                msg("approximate formula") if is_approximate(fmt, self.spec) else msg("formula"))
         return self._weights[fmt.name]
 
     def size(self, fmt: QuantFormat, st: RunSettings, *, now: bool = False) -> tuple[MemoryBreakdown, Verdict, str]:
@@ -116,9 +118,9 @@ class Sizer:
             m, v, src = self.size(other, row_st, now=now)
             status, note = v.status, ""
             if engine in ("vllm", "sglang") and not self.hw.devices:
-                status, note = "exceeds", f"{engine} needs a GPU"
+                status, note = "exceeds", msg("%(engine)s needs a GPU", engine=engine)
             elif other.kind not in ("native", "checkpoint") and any(d.kind == "hpu" for d in self.hw.devices):
-                status, note = "exceeds", "no engine loads GGUF on Intel Gaudi"
+                status, note = "exceeds", msg("no engine loads GGUF on Intel Gaudi")
             matrix.append(MatrixRow(quant=other.name, label=other.label, engine=engine,
                                     weights_bytes=m.weights_bytes + m.host_weights_bytes,
                                     kv_cache_bytes=m.kv_cache_bytes + m.host_kv_cache_bytes,

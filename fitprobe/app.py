@@ -215,7 +215,7 @@ def size_plan(command: str, resolved: ResolvedModel, fmt: QuantFormat, st: RunSe
                                  + _ram_notes(hw, rec.mem) + _driver_total_notes(hw, rec_st))),
     )
     if subject.speed is None and hw.devices and subject.command:
-        out.notes.append("speed not estimated: a device has no bandwidth figure in the catalog")
+        out.notes.append(msg("speed not estimated: a device has no bandwidth figure in the catalog"))
     if result.verdict.status == "exceeds" or not subject.fits:
         from fitprobe.estimator.fixes import find_fixes
 
@@ -343,7 +343,8 @@ def _ram_notes(hw: Hardware, mem) -> list[str]:
     host = mem.host_total_bytes
     unified = bool(hw.devices) and all(d.unified_memory for d in hw.devices)
     if hw.system_ram_bytes is None and not unified and host > (1 << 30):
-        return [f"system RAM not given: the {host / (1 << 30):.1f} GiB held in RAM was not checked (pass --ram-gib)"]
+        return [msg("system RAM not given: the %(size)s GiB held in RAM was not checked (pass --ram-gib)",
+                    size=Num(host / (1 << 30), ".1f"))]
     return []
 
 

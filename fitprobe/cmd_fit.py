@@ -10,6 +10,7 @@ from .cli import EXIT_EXCEEDS, EXIT_FITS, fail, parse_bytes
 from fitprobe.catalogs.model_uses import USE_CASES
 from fitprobe.estimator.rank import SORTS
 from fitprobe.estimator.message import msg
+from fitprobe.i18n import N_
 
 
 def fit_options(f):
@@ -39,7 +40,9 @@ def fit_options(f):
     return f
 
 
-@click.command("fit")
+@click.command("fit", help=N_("Which models run here, at which format, context and speed: every catalog model "
+                              "ranked.\n\nExit code 0 when at least one model runs, 1 when none does, 2 usage error, "
+                              "3 no Hub listing (offline, nothing cached), 4 no probe."))
 @fit_options
 @click.option("--hub", is_flag=True, help="rank popular text-generation models from the Hugging Face Hub")
 @click.option("--hub-limit", type=int, default=50, show_default=True, help="with --hub: how many listed models")
@@ -50,10 +53,6 @@ def fit_options(f):
 @click.option("--json", "as_json", is_flag=True, help="print the FitOutput contract (fitprobe schema fit)")
 def fit_command(as_json: bool, hub: bool, hub_limit: int, hub_search: str | None, hub_timeout: float,
                 token: str | None, **opts):
-    """Which models run here, at which format, context and speed: every catalog model ranked.
-
-    Exit code 0 when at least one model runs, 1 when none does, 2 usage error, 3 no Hub listing
-    (offline, nothing cached), 4 no probe."""
     run = build(opts, hub=hub, hub_limit=hub_limit, hub_search=hub_search, hub_timeout=hub_timeout, token=token)
     if as_json:
         from fitprobe.contract import fit_to_json

@@ -9,6 +9,7 @@ import click
 
 from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_OUTPUT, EXIT_USAGE, MAX_GPUS, Number, fail, positive, size_options
 from .estimator.message import msg
+from .i18n import N_, _
 
 GIB = 1 << 30
 
@@ -32,15 +33,15 @@ def _report_options(f):
     return f
 
 
-@click.command("report")
+@click.command("report", help=N_("The full report for MODEL on named (--gpu) or probed hardware; without MODEL, the "
+                                 "hardware page: which catalog models run there, at which format and speed (as "
+                                 "`fitprobe fit`)."))
 @click.argument("model", required=False)
 @click.option("--gpu", default=None, help="catalog GPU name or 'cpu' (default: probe this machine)")
 @click.option("--gpus", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True, help="number of identical GPUs")
 @size_options
 @_report_options
 def report_command(model, gpu, gpus, **opts):
-    """The full report for MODEL on named (--gpu) or probed hardware; without MODEL, the hardware page:
-    which catalog models run there, at which format and speed (as `fitprobe fit`)."""
     if model is None:
         hardware_page(gpu, gpus, opts)
     from fitprobe.app import UsageError
@@ -63,7 +64,7 @@ def report_command(model, gpu, gpus, **opts):
     elif not opts["html_path"]:
         click.echo(render_text(out))
     else:
-        click.echo(f"wrote {opts['html_path']}")
+        click.echo(_("wrote %(path)s") % {"path": opts["html_path"]})
     sys.exit(EXIT_EXCEEDS if out.verdict.status == "exceeds" else EXIT_FITS)
 
 
@@ -96,7 +97,7 @@ def hardware_page(gpu: str | None, gpus: int, opts: dict) -> None:
 
         click.echo(render_table(out))
     else:
-        click.echo(f"wrote {opts['html_path']}")
+        click.echo(_("wrote %(path)s") % {"path": opts["html_path"]})
     sys.exit(EXIT_FITS if any(r.runs for r in out.rows) else EXIT_EXCEEDS)
 
 

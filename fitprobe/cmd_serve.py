@@ -11,6 +11,7 @@ import ipaddress
 import click
 
 from fitprobe.estimator.message import msg
+from fitprobe.i18n import N_
 
 MIN_TOKEN_CHARS = 16
 
@@ -24,7 +25,7 @@ def is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve to any interface
 
 
-@click.command("serve")
+@click.command("serve", help=N_("Serve the HTTP API: /v1/plan, /v1/check, /v1/probe, /v1/schema, /metrics, /docs."))
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="address to listen on; anything but loopback needs --token")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="0: any free port")
@@ -41,7 +42,6 @@ def is_loopback(host: str) -> bool:
 @click.option("--max-body", type=click.IntRange(256, 16 << 20), default=64 * 1024, show_default=True,
               help="largest request body, bytes (then 413)")
 def serve_command(host, port, token, watch, probe_ttl, concurrency, request_timeout, max_body):
-    """Serve the HTTP API: /v1/plan, /v1/check, /v1/probe, /v1/schema, /metrics, /docs."""
     from fitprobe.cli import EXIT_USAGE, fail
 
     if token is not None and len(token.strip()) < MIN_TOKEN_CHARS:

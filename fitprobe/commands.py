@@ -75,7 +75,10 @@ def hub_lookup(model: str, opts: dict):
     lookup = Lookup(timeout=opts.get("hub_timeout") or Lookup.timeout, verbose=bool(opts.get("verbose")))
     if sys.stderr.isatty():
         def on_slow() -> None:
-            sys.stderr.write(f"asking the Hugging Face Hub about {model} (at most {lookup.timeout:g} s, --timeout)...")
+            from fitprobe.i18n import _, spec
+
+            sys.stderr.write(_("asking the Hugging Face Hub about %(model)s (at most %(timeout)s s, --timeout)...")
+                             % {"model": model, "timeout": spec(lookup.timeout, "g")})
             sys.stderr.flush()
             lookup.progress_shown = True
 
@@ -90,7 +93,10 @@ def end_lookup(lookup) -> None:
     if lookup.progress_shown:
         sys.stderr.write("\r\033[K")
     if lookup.verbose and lookup.deadline is not None:
-        click.echo(f"hub: {lookup.requests} request(s) in {lookup.deadline.elapsed():.2f} s", err=True)
+        from fitprobe.i18n import _, spec
+
+        click.echo(_("hub: %(requests)s request(s) in %(seconds)s s") % {
+            "requests": lookup.requests, "seconds": spec(lookup.deadline.elapsed(), ".2f")}, err=True)
 
 
 def run_plan(command: str, model: str, *, gpu: str | None, gpus: int, **opts) -> None:

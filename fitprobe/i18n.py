@@ -33,6 +33,10 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # gettext itself is imported on first use, not at start-up
+    import gettext
 
 SUPPORTED = ("en", "es", "de", "zh")
 DEFAULT = "en"
@@ -84,7 +88,7 @@ def choose(flag: str | None = None, environ=None) -> str:
 
 
 @lru_cache(maxsize=None)
-def translations(lang: str) -> gettext.NullTranslations:  # noqa: F821 (gettext: imported here, not at start-up)
+def translations(lang: str) -> gettext.NullTranslations:
     """The gettext catalog of `lang` (compiled from its .po on first use, then cached on disk)."""
     import gettext
 

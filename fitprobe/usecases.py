@@ -97,14 +97,17 @@ def probed(report=None, expect_gpus: int | None = None) -> Probed:
                                 why=why))
     if expect_gpus is not None and len(hw.devices) < expect_gpus:
         seen = ", ".join(f"{b.name}: {b.reason}" for b in report.backends if b.reason and not b.present)
-        raise HardwareError(f"the probe sees {len(hw.devices)} GPU(s), --expect-gpus {expect_gpus}"
-                            + (f" ({seen})" if seen else ""))
+        raise HardwareError(msg("the probe sees %(n)s GPU(s), --expect-gpus %(expected)s (%(seen)s)", n=len(hw.devices),
+                                expected=expect_gpus, seen=seen) if seen else
+                            msg("the probe sees %(n)s GPU(s), --expect-gpus %(expected)s", n=len(hw.devices),
+                                expected=expect_gpus))
     from fitprobe.record_json import record_data, without_none
 
     readings = [without_none(record_data(g)) for g in report.gpus if g.visible]
     notes = list(report.notes)
     if not hw.devices:
-        notes.insert(0, "no GPU: CPU/RAM only" + (f" ({_gib(hw.system_ram_bytes)} RAM)" if hw.system_ram_bytes else ""))
+        notes.insert(0, msg("no GPU: CPU/RAM only (%(size)s RAM)", size=_gib(hw.system_ram_bytes))
+                     if hw.system_ram_bytes else msg("no GPU: CPU/RAM only"))
     return Probed(report=report, hardware=hw, readings=readings, notes=notes)
 
 
@@ -117,11 +120,11 @@ def _cpu_probed() -> Probed:
     if not total:
         raise HardwareError(msg("could not read this machine's RAM: pass --ram-gib, or use plan --gpu cpu --ram-gib N"))
     hw = Hardware(devices=[], system_ram_bytes=total, ram_available_bytes=available)
-    return Probed(report=None, hardware=hw, notes=[f"CPU only, as asked: {_gib(total)} RAM probed"])
+    return Probed(report=None, hardware=hw, notes=[msg("CPU only, as asked: %(size)s RAM probed", size=_gib(total))])
 
 
-def _gib(n: int | None) -> str:
-    return f"{(n or 0) / GIB:.1f} GiB"
+def _gib(n: int | None) -> Num:
+    return Num((n or 0) / GIB, ".1f", "GiB")
 
 
 class Sizing:
