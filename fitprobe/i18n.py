@@ -245,6 +245,33 @@ def width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
+_CJK_TOKEN = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]|[^\s\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]+|\s+")
+
+
+def wrap(text: str, columns: int, initial_indent: str = "", subsequent_indent: str = "") -> list[str]:
+    """textwrap.wrap by terminal columns: a CJK sentence breaks between characters, Latin text between words
+    (never inside one, as textwrap with break_long_words=False and break_on_hyphens=False)."""
+    if width(text) == len(text):
+        import textwrap
+
+        return textwrap.wrap(text, columns, initial_indent=initial_indent, subsequent_indent=subsequent_indent,
+                             break_on_hyphens=False, break_long_words=False)
+    lines, line = [], initial_indent
+    for token in _CJK_TOKEN.findall(text):
+        at_start = line.strip() == ""
+        if token.isspace():  # kept inside a line (aligned columns), dropped where a line starts
+            if not at_start:
+                line += " " * len(token)
+            continue
+        if not at_start and width(line.rstrip()) + width(token) > columns:
+            lines.append(line.rstrip())
+            line = subsequent_indent
+        line += token
+    if line.strip():
+        lines.append(line.rstrip())
+    return lines
+
+
 def ljust(text: str, columns: int) -> str:
     return text + " " * max(0, columns - width(text))
 

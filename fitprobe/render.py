@@ -6,10 +6,9 @@ adds every flag's reason, the quantization matrix and the context table (`report
 """
 from __future__ import annotations
 
-import textwrap
-
 from .i18n import N_, _, ljust, ngettext, number, percent, rjust, say, spec
 from .i18n import width as _width
+from .i18n import wrap as wrap_columns
 from .schema import PlanOutput
 
 GIB, GB = 1 << 30, 10**9
@@ -30,8 +29,7 @@ def ctx_label(n: int) -> str:
 
 
 def wrap(text: str, indent: str = "  ", first: str | None = None) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=indent if first is None else first, subsequent_indent=indent + "  ",
-                         break_on_hyphens=False, break_long_words=False) or [indent]
+    return wrap_columns(text, WIDTH, indent if first is None else first, indent + "  ") or [indent]
 
 
 def command_lines(command: str, indent: str = "    ") -> list[str]:
@@ -139,7 +137,8 @@ def _tps(value: float, fmt: str = ",.1f") -> str:
     return spec(value, fmt, "tok/s")
 
 
-BOUND = {"memory": N_("memory"), "compute": N_("compute")}  # Speed.bound
+BOUND = {"GPU bandwidth": N_("GPU bandwidth"), "system RAM bandwidth": N_("system RAM bandwidth"),
+         "per-step overhead": N_("per-step overhead"), "compute": N_("compute")}  # Speed.bound
 
 
 def _probed(o: PlanOutput) -> str:

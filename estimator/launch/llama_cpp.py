@@ -238,12 +238,13 @@ def model_args(inp: LaunchInput, fmt) -> tuple[list[Flag], list[str]]:
     if unconfirmed:
         local = f"./{unconfirmed.split('/')[-1]}"
         pattern = f"*[-.]{fmt.name}[-.]*"  # Q2_K matches -Q2_K. and -Q2_K-00001-of-, not -UD-Q2_K_XL-
+        download = f"hf download {unconfirmed} --include \"{pattern}\" --local-dir {local}"
         return ([Flag(flag="-m", value=f"$(find {local} -name '{pattern}' | sort | head -n 1)",
                       reason=msg("the %(quant)s file downloaded from %(repo)s (the first part of a split file)",
                                  quant=fmt.name, repo=unconfirmed))],
                 [msg("run first: %(command)s  (the catalog knows %(repo)s is a GGUF repo of this model, not which "
-                     "quants it holds%(held)s)", command=f"hf download {unconfirmed} --include \"{pattern}\" "
-                     f"--local-dir {local}", repo=unconfirmed, held=join(["", held]) if held else "")])
+                     "quants it holds%(held)s)", command=download, repo=unconfirmed,
+                     held=join(["", held]) if held else "")])
     name = f"{inp.spec.name}-{fmt.name}.gguf"
     return ([Flag(flag="-m", value=name, reason=msg("a %(quant)s GGUF of %(model)s", quant=fmt.name,
                                                     model=inp.model_ref))],

@@ -2,15 +2,12 @@
 fitprobe.i18n has chosen: this module is the terminal edge, not the pure core)."""
 from __future__ import annotations
 
-import textwrap
-
-from fitprobe.i18n import _, say, spec
+from fitprobe.i18n import _, say, spec, wrap
 from fitprobe.render import status
 
 
 def _wrapped(text: str, indent: str = "  ") -> list[str]:
-    return textwrap.wrap(text, 100, initial_indent=indent, subsequent_indent=indent + "   ", break_on_hyphens=False,
-                         break_long_words=False)
+    return wrap(text, 100, indent, indent + "   ")
 
 
 def _gib(n: int) -> str:
