@@ -263,7 +263,7 @@ def wrap(text: str, columns: int, initial_indent: str = "", subsequent_indent: s
             if not at_start:
                 line += " " * len(token)
             continue
-        if not at_start and width(line.rstrip()) + width(token) > columns:
+        if not at_start and width(line) + width(token) > columns:
             lines.append(line.rstrip())
             line = subsequent_indent
         line += token

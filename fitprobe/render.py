@@ -76,9 +76,10 @@ def render_plan(o: PlanOutput, *, full: bool = False) -> str:
                                a.settings.engine)
         lines += wrap(_("As asked (%(settings)s): %(status)s — %(reason)s") % {
             "settings": asked, "status": status(a.verdict.status), "reason": say(a.verdict.reason)}, "", "")
-    label = _("Recommended") if o.asked is not None else _("Verdict")
+    headline = (_("Recommended: %(status)s%(speed)s — %(reason)s") if o.asked is not None
+                else _("Verdict: %(status)s%(speed)s — %(reason)s"))
     speed = f" — ~{_tps(r.decode_tps)}" if r.decode_tps and r.status != "exceeds" else ""
-    lines += wrap(f"{label}: {status(r.status)}{speed} — {say(v.reason)}", "", "")
+    lines += wrap(headline % {"status": status(r.status), "speed": speed, "reason": say(v.reason)}, "", "")
     lines += wrap(_settings_text(r.quant, r.context, r.kv_cache_dtype, r.batch, r.engine)
                   + ("; " + _("fits up to %(context)s") % {"context": ctx_label(r.max_context)}
                      if r.max_context and r.max_context > r.context else ""))

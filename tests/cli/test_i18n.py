@@ -119,12 +119,12 @@ def test_a_read_only_cache_still_translates(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("lang,gib_text,count,percent", [("en", "421.71 GiB", "4,096", "83%"),
-                                                         ("es", "421,71 GiB", "4096", "83 %"),
+                                                         ("es", "421,71 GiB", "4.096", "83 %"),
                                                          ("de", "421,71 GiB", "4.096", "83 %"),
                                                          ("zh", "421.71 GiB", "4,096", "83%")])
 def test_locale_formats(lang, gib_text, count, percent):
     assert i18n.gib(421.71 * (1 << 30), lang=lang) == gib_text
-    assert i18n.number(4096, lang=lang) == count  # es: CLDR groups only from five digits
+    assert i18n.number(4096, lang=lang) == count
     assert i18n.percent(0.83, lang=lang).replace("\xa0", " ") == percent
     assert i18n.spec(12345.678, ",.1f", "tok/s", lang=lang).endswith(" tok/s")
 
@@ -138,3 +138,100 @@ def test_core_sentences_are_english_for_json_and_translated_for_people():
     assert i18n.say("not a msgid") == "not a msgid"
     seqs = plural("%(n)s concurrent sequence", "%(n)s concurrent sequences", 2)
     assert seqs == "2 concurrent sequences"
+
+
+def _columns(text: str) -> int:
+    return max(i18n.width(line) for line in text.splitlines())
+
+
+PLAN = ["plan", "llama-3.3-70b-instruct", "--gpu", "RTX 4090", "--ram-gib", "32"]
+SAYS = {  # what each language's plan page says (the same numbers, in its own words and number style)
+    "en": ["Recommended: FITS — ~2.5 tok/s", "As asked (Q4_K_M, 8K context, f16 KV, 1 sequence, llama.cpp): DOES NOT FIT",
+           "Memory (GiB)", "21.6 GiB in RAM", "What would make it fit as asked"],
+    "es": ["Recomendado: CABE — ~2,5 tok/s", "Como se pidió (Q4_K_M, contexto 8K, KV f16, 1 secuencia, llama.cpp): NO CABE",
+           "Memoria (GiB)", "21,6 GiB en RAM", "Qué haría que quepa como se pidió", "RAM del sistema"],
+    "de": ["Empfohlen: PASST — ~2,5 tok/s", "Wie angefragt (Q4_K_M, 8K Kontext, f16-KV, 1 Sequenz, llama.cpp): PASST NICHT",
+           "Speicher (GiB)", "21,6 GiB im RAM", "Was es wie angefragt passend machen würde", "System-RAM"],
+    "zh": ["推荐：可运行 — ~2.5 tok/s", "按要求（Q4_K_M，上下文 8K，f16 KV，1 个序列，llama.cpp）：放不下",
+           "内存（GiB）", "内存中 21.6 GiB", "怎样按要求放下", "系统内存"],
+}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_plan_page_in_each_language(lang):
+    code, out = run(*PLAN, "--lang", lang)
+    assert code == 0
+    for phrase in SAYS[lang]:
+        assert phrase in out, (lang, phrase)
+    assert "$ llama-server -m llama-3.3-70b-instruct-Q4_K_M.gguf --ctx-size 8192" in out  # commands stay commands
+    assert _columns(out) <= 100  # wrapped by terminal columns, CJK counted double
+    if lang != "en":
+        english = run(*PLAN)[1]
+        assert "Recommended" not in out and "does not fit" not in out.lower().replace("passt nicht", "")
+        assert out != english
+
+
+@pytest.mark.parametrize("lang,title,runs", [("es", "Qué corre en RTX 4090", "corre"),
+                                             ("de", "Was auf RTX 4090 läuft", "läuft"),
+                                             ("zh", "RTX 4090 上能运行什么", "运行")])
+def test_fit_in_each_language(lang, title, runs):
+    code, out = run("fit", "--gpu", "RTX 4090", "--limit", "3", "--lang", lang)
+    assert code == 0 and out.startswith(title) and runs in out.splitlines()[1]
+    assert _columns(out) <= 100
+
+
+@pytest.mark.parametrize("lang,text", [("en", "error: unknown model 'nosuch'"),
+                                       ("es", "error: modelo desconocido 'nosuch'"),
+                                       ("de", "Fehler: unbekanntes Modell 'nosuch'"),
+                                       ("zh", "错误：未知模型 'nosuch'")])
+def test_errors_in_each_language(lang, text):
+    code, out = run("plan", "nosuch", "--gpu", "RTX 4090", "--lang", lang)
+    assert code == 3 and out.startswith(text) and out.count("\n") == 1
+    code, out = run("plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4091", "--lang", lang)
+    assert code == 2 and "RTX 4090" in out
+
+
+@pytest.mark.parametrize("lang,summary", [("es", "Dimensiona MODEL en el hardware indicado"),
+                                          ("de", "Berechnet MODEL auf benannter Hardware"),
+                                          ("zh", "在指定硬件上估算 MODEL")])
+def test_help_summaries_in_each_language(lang, summary):
+    code, out = run("--lang", lang, "--help")
+    assert code == 0 and summary[:20] in out.replace("\n  ", " ")
+    code, out = run("plan", "--help", "--lang", lang)
+    assert code == 0 and summary in " ".join(out.split())
+    assert "Size MODEL on named hardware" in " ".join(run("plan", "--help")[1].split())  # the msgids are kept
+
+
+JSON_RUNS = [
+    ["plan", "llama-3.3-70b-instruct", "--gpu", "RTX 4090", "--ram-gib", "32", "--json"],
+    ["plan", "deepseek-v3", "--gpu", "RTX 3060 12GB", "--json", "--require-tps", "5", "--min-margin", "1GiB"],
+    ["plan", "qwen3-30b-a3b", "--gpu", "H100 SXM", "--gpus", "2", "--engine", "vllm", "--json", "--ctx", "1M"],
+    ["fit", "--gpu", "RTX 4090", "--limit", "4", "--json"],
+    ["plan", "nosuch", "--gpu", "RTX 4090", "--json"],
+    ["list", "gpus", "--json"],
+]
+
+
+@pytest.mark.parametrize("args", JSON_RUNS)
+def test_json_and_exit_codes_do_not_change_with_the_language(args):
+    """The machine contract is English whatever the reader's language: byte-identical stdout and the same
+    exit code for en, es, de and zh (chosen by --lang and by the environment)."""
+    runner = CliRunner()
+    results = [runner.invoke(main, [*args, "--lang", lang]) for lang in LANGS]
+    results.append(runner.invoke(main, args, env={"LC_ALL": "de_DE.UTF-8"}))
+    assert len({r.exit_code for r in results}) == 1
+    assert len({r.stdout for r in results}) == 1, [r.stdout[:200] for r in results]
+    json.loads(results[0].stdout.splitlines()[0] if results[0].exit_code == 3 else results[0].stdout)
+
+
+def test_say_rebuilds_joined_and_plural_sentences():
+    i18n.set_language("es")
+    seqs = plural("%(n)s concurrent sequence, as sized", "%(n)s concurrent sequences, as sized", 1)
+    assert seqs == "1 concurrent sequence, as sized" and i18n.say(seqs) == "1 secuencia simultánea, como se dimensionó"
+    many = plural("%(n)s concurrent sequence, as sized", "%(n)s concurrent sequences, as sized", 4096)
+    assert i18n.say(many) == "4.096 secuencias simultáneas, como se dimensionó"
+    both = join([msg("fp8 KV: halves the cache, so fewer weights have to be offloaded"), "x"], " and ")
+    assert i18n.say(both).startswith("KV fp8: reduce la caché a la mitad") and i18n.say(both).endswith(" y x")
+    i18n.set_language("zh")
+    assert i18n.wrap("模型在 GPU 上放不下" * 12, 40, "  ", "    ")[1].startswith("    ")
+    assert all(i18n.width(line) <= 40 for line in i18n.wrap("模型在 GPU 上放不下" * 12, 40, "  ", "    "))
