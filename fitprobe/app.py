@@ -480,11 +480,12 @@ def fill_report(sized: Sized, resolved: ResolvedModel, fmt: QuantFormat, st: Run
     if best is not None:
         mem_b, verdict_b = sized_offers[(best.provider, best.instance)]
         picks.insert(min(3, len(picks)), Pick(
-            role="cheapest cloud", hardware=f"{best.provider} {best.instance}", gpu_key=best.gpu_key,
+            role=msg("cheapest cloud"), hardware=f"{best.provider} {best.instance}", gpu_key=best.gpu_key,
             count=best.gpu_count, engine=st.engine, status=best.status,
             total_bytes=mem_b.total_bytes + mem_b.host_total_bytes, usable_bytes=verdict_b.usable_bytes,
             decode_tps=best.aggregate_tps, usd_per_million_tokens=best.usd_per_million_tokens,
-            note=f"${best.price_per_hour_usd:.2f}/h, {best.tier}, checked {best.date_checked}"))
+            note=msg("$%(price)s/h, %(tier)s, checked %(date)s", price=Num(best.price_per_hour_usd, ".2f"),
+                     tier=best.tier, date=best.date_checked)))
     out.recommendations = picks
     multi = next((p for p in picks if p.role == "smallest multi-GPU set"), None)
     out.diagnosis = diagnose(sizer, fmt, st, sized.result, model=spec.name, hardware=hw.name,
