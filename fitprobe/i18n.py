@@ -168,7 +168,7 @@ def say(text) -> str:
         return _(str(text)) if text else str(text)
     args = {k: (spec(v.value, v.spec, v.unit) if isinstance(v, Num) else say(v) if isinstance(v, str)
                 else number(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
-                else say(v.text) if isinstance(getattr(v, "text", None), str) else str(v))  # a FitprobeError
+                else say(_message_of(v)) if isinstance(v, BaseException) else str(v))
             for k, v in text.args.items()}
     template = (ngettext(text.msgid, text.msgid_plural, text.n) if text.msgid_plural is not None
                 else _(text.msgid))
@@ -176,6 +176,12 @@ def say(text) -> str:
         return template % args if args or "%" in template else template
     except (KeyError, ValueError, TypeError):  # a broken translation: the English sentence
         return str(text)
+
+
+def _message_of(exc: BaseException) -> str:
+    from fitprobe.errors import message_of
+
+    return message_of(exc)
 
 
 _SPEC = re.compile(r"^(?P<group>,)?(?:\.(?P<digits>\d+))?(?P<kind>[dfg%]?)$")
