@@ -184,7 +184,7 @@ def _message_of(exc: BaseException) -> str:
     return message_of(exc)
 
 
-_SPEC = re.compile(r"^(?P<group>,)?(?:\.(?P<digits>\d+))?(?P<kind>[dfg%]?)$")
+_SPEC = r"^(?P<group>,)?(?:\.(?P<digits>\d+))?(?P<kind>[dfg%]?)$"
 
 
 def spec(value: float, fmt: str = "", unit: str = "", *, lang: str | None = None) -> str:
@@ -194,7 +194,7 @@ def spec(value: float, fmt: str = "", unit: str = "", *, lang: str | None = None
     if lang == DEFAULT:
         text = format(value, fmt)
     else:
-        m = _SPEC.match(fmt)
+        m = re.match(_SPEC, fmt)
         if m is None:
             text = format(value, fmt)
         elif m["kind"] == "%":
@@ -251,7 +251,7 @@ def width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
-_CJK_TOKEN = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]|[^\s\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]+|\s+")
+_CJK_TOKEN = r"[\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]|[^\s\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]+|\s+"
 
 
 def wrap(text: str, columns: int, initial_indent: str = "", subsequent_indent: str = "") -> list[str]:
@@ -263,7 +263,7 @@ def wrap(text: str, columns: int, initial_indent: str = "", subsequent_indent: s
         return textwrap.wrap(text, columns, initial_indent=initial_indent, subsequent_indent=subsequent_indent,
                              break_on_hyphens=False, break_long_words=False)
     lines, line = [], initial_indent
-    for token in _CJK_TOKEN.findall(text):
+    for token in re.findall(_CJK_TOKEN, text):  # compiled on first use (re caches it): English never pays
         at_start = line.strip() == ""
         if token.isspace():  # kept inside a line (aligned columns), dropped where a line starts
             if not at_start:

@@ -60,17 +60,15 @@ def problems() -> list[str]:
     for k in KEYWORDS:
         name, _, spec = k.partition(":")
         keywords[name] = tuple(int(i) for i in spec.split(",")) if spec else None
-    method_map = [("fitprobe/templates/**.html", "jinja2"), ("**.py", "python")]
+    method_map = [(f"{folder}/**.py", "python") for folder in ("fitprobe", "estimator", "probe", "catalogs")]
+    method_map.insert(0, ("fitprobe/templates/**.html", "jinja2"))  # babel.cfg's mapping
+    options = {"fitprobe/templates/**.html": {"extensions": "jinja2.ext.i18n"}}
     found: dict[str, str | None] = {}
-    for folder in ("fitprobe", "estimator", "probe", "catalogs"):
-        for _path, _line, message, _comments, _ctx in extract_from_dir(
-                ROOT / folder, [(p.removeprefix("fitprobe/") if folder == "fitprobe" else p, m)
-                                for p, m in method_map], keywords=keywords,
-                options_map={"fitprobe/templates/**.html": {"extensions": "jinja2.ext.i18n"}}):
-            if isinstance(message, tuple):
-                found[message[0]] = message[1]
-            else:
-                found[message] = None
+    for _path, _line, message, _comments, _ctx in extract_from_dir(ROOT, method_map, options, keywords=keywords):
+        if isinstance(message, tuple):
+            found[message[0]] = message[1]
+        else:
+            found[message] = None
     out = []
     for lang in LANGS:
         catalog = read_po(io.BytesIO((LOCALE / lang / "LC_MESSAGES" / "fitprobe.po").read_bytes()), locale=lang)
