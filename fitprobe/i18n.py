@@ -228,7 +228,7 @@ def percent(fraction: float, digits: int = 0, *, lang: str | None = None) -> str
     from babel.numbers import format_percent
 
     pattern = None if not digits else "#,##0." + "0" * digits + "%"
-    return format_percent(fraction, format=pattern, locale=BABEL_LOCALE[lang])
+    return format_percent(_exact(fraction), format=pattern, locale=BABEL_LOCALE[lang])
 
 
 def date_text(day, *, lang: str | None = None) -> str:
@@ -241,7 +241,14 @@ def date_text(day, *, lang: str | None = None) -> str:
 def _babel_decimal(value: float, pattern: str, lang: str) -> str:
     from babel.numbers import format_decimal
 
-    return format_decimal(value, format=pattern, locale=BABEL_LOCALE[lang])
+    return format_decimal(_exact(value), format=pattern, locale=BABEL_LOCALE[lang])
+
+
+def _exact(value: float):
+    """The float's exact binary value, so Babel rounds it as Python's format() does (0.15 -> '0.1')."""
+    from decimal import Decimal
+
+    return Decimal(value) if isinstance(value, float) else value
 
 
 def width(text: str) -> int:

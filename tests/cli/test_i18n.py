@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from babel.messages.pofile import read_po
+from hypothesis import given
+from hypothesis import strategies as st
 from click.testing import CliRunner
 
 from fitprobe import i18n
@@ -209,6 +211,7 @@ JSON_RUNS = [
     ["fit", "--gpu", "RTX 4090", "--limit", "4", "--json"],
     ["plan", "nosuch", "--gpu", "RTX 4090", "--json"],
     ["list", "gpus", "--json"],
+    ["report", "deepseek-v3", "--gpu", "RTX 3060 12GB", "--json"],
 ]
 
 
@@ -235,3 +238,20 @@ def test_say_rebuilds_joined_and_plural_sentences():
     i18n.set_language("zh")
     assert i18n.wrap("模型在 GPU 上放不下" * 12, 40, "  ", "    ")[1].startswith("    ")
     assert all(i18n.width(line) <= 40 for line in i18n.wrap("模型在 GPU 上放不下" * 12, 40, "  ", "    "))
+
+
+@given(value=st.floats(min_value=-1e9, max_value=1e9, allow_nan=False), digits=st.integers(0, 4),
+       group=st.booleans())
+def test_german_numbers_are_the_english_ones_with_swapped_separators(value, digits, group):
+    """Locale formatting changes the separators, never the digits: de '1.234,5' is en '1,234.5'."""
+    fmt = ("," if group else "") + f".{digits}f"
+    english = i18n.spec(value, fmt, lang="en")
+    german = i18n.spec(value, fmt, lang="de")
+    assert german.translate(str.maketrans(".,", ",.")) == english.replace("-0,", "0,") or \
+        german.translate(str.maketrans(".,", ",.")) == english
+
+
+@given(n=st.integers(0, 10**7), gib_bytes=st.integers(0, 1 << 50))
+def test_core_sentences_say_exactly_the_english_text_in_english(n, gib_bytes):
+    text = msg("%(where)s keeps %(margin)s free", where=str(n), margin=gib(gib_bytes))
+    assert i18n.say(text) == str(text) == f"{n} keeps {gib_bytes / (1 << 30):.2f} GiB free"
