@@ -12,8 +12,8 @@ from fitprobe.i18n import N_
 @click.command("schema", help=N_("Print the JSON Schema of `plan/check/report --json` (default; or of --brief / "
                                  "--fields) or of `fit --json`."))
 @click.argument("which", type=click.Choice(["plan", "fit"]), default="plan")
-@click.option("--brief", is_flag=True, help="the schema of the --brief form of plan/check/report")
-@click.option("--fields", default=None, help="the schema of --fields a,b,c of plan/check/report")
+@click.option("--brief", is_flag=True, help=N_("the schema of the --brief form of plan/check/report"))
+@click.option("--fields", default=None, help=N_("the schema of --fields a,b,c of plan/check/report"))
 def schema_command(which: str, brief: bool, fields: str | None):
     if which == "fit":
         from fitprobe.contract import fit_json_schema

@@ -27,20 +27,20 @@ def is_loopback(host: str) -> bool:
 
 @click.command("serve", help=N_("Serve the HTTP API: /v1/plan, /v1/check, /v1/probe, /v1/schema, /metrics, /docs."))
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="address to listen on; anything but loopback needs --token")
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="0: any free port")
+              help=N_("address to listen on; anything but loopback needs --token"))
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help=N_("0: any free port"))
 @click.option("--token", envvar="FITPROBE_TOKEN", default=None, show_envvar=True,
-              help="bearer token every endpoint but /healthz requires (prefer the environment variable)")
+              help=N_("bearer token every endpoint but /healthz requires (prefer the environment variable)"))
 @click.option("--watch", multiple=True, metavar="MODEL",
-              help="report this model's fit right now in /metrics (repeat, or comma-separate)")
+              help=N_("report this model's fit right now in /metrics (repeat, or comma-separate)"))
 @click.option("--probe-ttl", type=click.FloatRange(0, 3600), default=5.0, show_default=True,
-              help="seconds a probe is reused")
+              help=N_("seconds a probe is reused"))
 @click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
-              help="sizing requests run at once")
+              help=N_("sizing requests run at once"))
 @click.option("--timeout", "request_timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
-              help="seconds a request may take (then 504)")
+              help=N_("seconds a request may take (then 504)"))
 @click.option("--max-body", type=click.IntRange(256, 16 << 20), default=64 * 1024, show_default=True,
-              help="largest request body, bytes (then 413)")
+              help=N_("largest request body, bytes (then 413)"))
 def serve_command(host, port, token, watch, probe_ttl, concurrency, request_timeout, max_body):
     from fitprobe.cli import EXIT_USAGE, fail
 
@@ -81,7 +81,8 @@ def listen(host: str, port: int):
         if exc.errno == errno.EADDRINUSE:
             fail(msg("%(host)s:%(port)s is already in use (another fitprobe serve?): stop it or choose --port",
                      host=host, port=port), EXIT_USAGE)
-        fail(msg("cannot listen on %(host)s:%(port)s: %(reason)s", host=host, port=port, reason=exc.strerror), EXIT_USAGE)
+        fail(msg("cannot listen on %(host)s:%(port)s: %(reason)s", host=host, port=port, reason=exc.strerror),
+             EXIT_USAGE)
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
