@@ -233,9 +233,12 @@ def percent(fraction: float, digits: int = 0, *, lang: str | None = None) -> str
 
 def date_text(day, *, lang: str | None = None) -> str:
     """A date (datetime.date) in the language's medium style: 'Dec 1, 2026', '01.12.2026', '2026年12月1日'."""
+    lang = lang or _active
+    if lang == DEFAULT:  # CLDR's English medium date, without Babel
+        return f"{day:%b} {day.day}, {day.year}"
     from babel.dates import format_date
 
-    return format_date(day, format="medium", locale=BABEL_LOCALE[lang or _active])
+    return format_date(day, format="medium", locale=BABEL_LOCALE[lang])
 
 
 def _babel_decimal(value: float, pattern: str, lang: str) -> str:
