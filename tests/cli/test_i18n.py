@@ -255,3 +255,11 @@ def test_german_numbers_are_the_english_ones_with_swapped_separators(value, digi
 def test_core_sentences_say_exactly_the_english_text_in_english(n, gib_bytes):
     text = msg("%(where)s keeps %(margin)s free", where=str(n), margin=gib(gib_bytes))
     assert i18n.say(text) == str(text) == f"{n} keeps {gib_bytes / (1 << 30):.2f} GiB free"
+
+
+def test_dates_in_each_language():
+    import datetime
+
+    day = datetime.date(2026, 12, 1)
+    assert [i18n.date_text(day, lang=lang) for lang in LANGS] == ["Dec 1, 2026", "1 dic 2026", "01.12.2026",
+                                                                  "2026年12月1日"]
