@@ -233,8 +233,10 @@ def _driver_total_notes(hw: Hardware, st: RunSettings) -> list[str]:
         return []
     notes = []
     for d in {d.name: d for d in hw.devices if d.driver_total_bytes}.values():
-        notes.append(f"{st.engine} sizes its share on the {d.driver_total_bytes / (1 << 30):.2f} GiB CUDA reports as "
-                     f"{d.name}'s total ({d.memory_bytes / (1 << 30):g} GiB physical, less the driver's reserve)")
+        notes.append(msg("%(engine)s sizes its share on the %(total)s GiB CUDA reports as %(gpu)s's total (%(physical)s "
+                         "GiB physical, less the driver's reserve)", engine=st.engine,
+                         total=Num(d.driver_total_bytes / (1 << 30), ".2f"), gpu=d.name,
+                         physical=Num(d.memory_bytes / (1 << 30), "g")))
     return notes
 
 

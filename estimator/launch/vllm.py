@@ -145,9 +145,10 @@ def plan(inp: LaunchInput, engine: str = "vllm") -> LaunchPlan:
             cand = inp.table.find(name)
             if cand is None or cand.name == fmt.name:
                 continue
-            how = "as published" if name == "BF16" else "quantized to FP8 on load (--quantization fp8)"
-            note = (f"{engine} serves checkpoints, not GGUF: this repo's weights {how} fit at the context asked, so the "
-                    f"command runs as pasted; for a {inp.fmt.name}-sized model pass an AWQ/GPTQ checkpoint's repo id")
+            how = msg("as published") if name == "BF16" else msg("quantized to FP8 on load (--quantization fp8)")
+            note = msg("%(engine)s serves checkpoints, not GGUF: this repo's weights %(how)s fit at the context asked, "
+                       "so the command runs as pasted; for a %(quant)s-sized model pass an AWQ/GPTQ checkpoint's repo id",
+                       engine=engine, how=how, quant=inp.fmt.name)
             p = _plan_format(inp, engine, cand, note)
             if p.fits and not any(f.flag == "--cpu-offload-gb" for f in p.flags) and \
                     p.context == _asked_context(inp, engine):
