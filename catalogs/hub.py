@@ -27,6 +27,7 @@ from urllib.parse import unquote, urlsplit
 from fitprobe import errors
 from fitprobe.deadline import DEFAULT_LOOKUP_TIMEOUT_S, Deadline, DeadlinePassed, Job, Lookup, run_within  # noqa: F401
 from fitprobe.estimator.fields import doc, record
+from fitprobe.estimator.message import Num, msg
 
 from .hub_files import GgufQuantFile, group_gguf_files
 
@@ -142,10 +143,11 @@ def _on_request(request) -> None:
         key = (request.method, str(request.url))
         attempts = budget.attempts[key] = budget.attempts.get(key, 0) + 1
     if budget.deadline.remaining() <= 0:
-        raise HubTimeout("the lookup's deadline passed")  # its caller has already reported the timeout
+        raise HubTimeout(msg("the lookup's deadline passed"))  # its caller has already reported the timeout
     if attempts > MAX_ATTEMPTS:
-        raise HubUnavailable(f"{request.url.host} was asked for {request.url.path} {MAX_ATTEMPTS} times "
-                             f"without an answer (server down, or a retry or redirect loop)")
+        raise HubUnavailable(msg("%(host)s was asked for %(path)s %(max_attempts)s times without an answer (server "
+                                 "down, or a retry or redirect loop)",
+                                 host=request.url.host, path=request.url.path, max_attempts=MAX_ATTEMPTS))
 
 
 def _prepare_client(verbose: bool) -> None:
@@ -171,7 +173,7 @@ def clean_token(token: str | None) -> str | None:
         return None
     token = token.replace("\r", "").replace("\n", "").strip() or None
     if token is not None and not token.isascii():
-        raise HubSetupError("the Hugging Face token holds non-ASCII characters: check HF_TOKEN or --token")
+        raise HubSetupError(msg("the Hugging Face token holds non-ASCII characters: check HF_TOKEN or --token"))
     return token
 
 
@@ -197,9 +199,10 @@ def parse_model_ref(text: str) -> ModelRef:
     if m:
         parts = [p for p in m.group("path").split("?")[0].split("#")[0].split("/") if p]
         if parts and parts[0] in ("datasets", "spaces", "buckets"):
-            raise BadModelRef(f"'{raw}' is a {parts[0][:-1]} page, not a model repo")
+            raise BadModelRef(msg("'%(raw)s' is a %(parts)s page, not a model repo", raw=raw, parts=parts[0][:-1]))
         if len(parts) < 2:
-            raise BadModelRef(f"'{raw}' does not name a model repo (expected https://huggingface.co/org/name)")
+            raise BadModelRef(msg("'%(raw)s' does not name a model repo (expected https://huggingface.co/org/name)",
+                                  raw=raw))
         raw_ref = f"{parts[0]}/{parts[1]}"
         if len(parts) >= 4 and parts[2] in ("tree", "blob", "resolve"):
             raw_ref += f"@{unquote(parts[3])}"
@@ -207,7 +210,8 @@ def parse_model_ref(text: str) -> ModelRef:
     m = _REF.match(raw)
     if not m or "--" in m.group("repo") or ".." in m.group("repo") or m.group("repo").endswith((".", "-")):
         raise BadModelRef(
-            f"'{text}' is not a Hugging Face model id (expected org/name, org/name:QUANT, org/name@revision or a URL)"
+            msg("'%(text)s' is not a Hugging Face model id (expected org/name, org/name:QUANT, org/name@revision or "
+                "a URL)", text=text)
         )
     return ModelRef(repo_id=m.group("repo"), revision=m.group("rev"), quant=m.group("quant") and m.group("quant").upper())
 
@@ -253,9 +257,9 @@ def _endpoint() -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port out of range
     except ValueError as exc:
-        raise HubSetupError(f"HF_ENDPOINT '{url}' is not a valid URL ({exc})") from None
+        raise HubSetupError(msg("HF_ENDPOINT '%(url)s' is not a valid URL (%(exc)s)", url=url, exc=exc)) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise HubSetupError(f"HF_ENDPOINT '{url}' is not an http(s) URL with a host")
+        raise HubSetupError(msg("HF_ENDPOINT '%(url)s' is not an http(s) URL with a host", url=url))
     return url
 
 
@@ -288,63 +292,83 @@ def _translate(exc: BaseException, repo_id: str, revision: str | None, token: st
     from huggingface_hub import errors as hf_errors
 
     page = f"{_endpoint()}/{repo_id}"
-    how = "pass a token with HF_TOKEN=... or --token"
     if isinstance(exc, hf_errors.GatedRepoError):
         if token:
-            msg = f"{repo_id} is gated and this token has no access: accept its licence at {page} with the token's account"
+            text = msg("%(repo_id)s is gated and this token has no access: accept its licence at %(page)s with the "
+                       "token's account", repo_id=repo_id, page=page)
         else:
-            msg = f"{repo_id} is gated: accept its licence at {page}, then {how}"
-        return HubAuthError(msg, repo_id, token)
+            text = msg("%(repo_id)s is gated: accept its licence at %(page)s, then pass a token with HF_TOKEN=... or "
+                       "--token", repo_id=repo_id, page=page)
+        return HubAuthError(text, repo_id, token)
     if isinstance(exc, hf_errors.RevisionNotFoundError):
-        return HubNotFound(f"revision '{revision}' not found in {repo_id}", repo_id, token)
+        return HubNotFound(msg("revision '%(revision)s' not found in %(repo_id)s",
+                               revision=revision, repo_id=repo_id), repo_id, token)
     if isinstance(exc, hf_errors.RepositoryNotFoundError):
-        hint = "" if token else f" (if it is private or gated, {how})"
-        return HubNotFound(f"model repo {repo_id} not found on {_endpoint()}{hint}", repo_id, token)
+        return HubNotFound(msg("model repo %(repo_id)s not found on %(endpoint)s", repo_id=repo_id,
+                               endpoint=_endpoint()) if token else
+                           msg("model repo %(repo_id)s not found on %(endpoint)s (if it is private or gated, pass a "
+                               "token with HF_TOKEN=... or --token)", repo_id=repo_id, endpoint=_endpoint()),
+                           repo_id, token)
     if isinstance(exc, hf_errors.OfflineModeIsEnabled):
-        return HubUnavailable(f"offline mode (HF_HUB_OFFLINE) and {repo_id} is not in the cache", repo_id, token)
+        return HubUnavailable(msg("offline mode (HF_HUB_OFFLINE) and %(repo_id)s is not in the cache",
+                                  repo_id=repo_id), repo_id, token)
     if isinstance(exc, hf_errors.LocalEntryNotFoundError):
-        return HubUnavailable(f"cannot reach {_endpoint()} and {repo_id} is not in the cache", repo_id, token)
+        return HubUnavailable(msg("cannot reach %(endpoint)s and %(repo_id)s is not in the cache",
+                                  endpoint=_endpoint(), repo_id=repo_id), repo_id, token)
     if isinstance(exc, hf_errors.EntryNotFoundError):
-        return HubFileMissing(f"{repo_id} lists a file the Hub does not serve (404): {_short(exc)}", repo_id, token)
+        return HubFileMissing(msg("%(repo_id)s lists a file the Hub does not serve (404): %(exc)s",
+                                  repo_id=repo_id, exc=_short(exc)), repo_id, token)
     if isinstance(exc, hf_errors.SafetensorsParsingError):
-        return HubMalformedFile(f"a safetensors header in {repo_id} is corrupt: {_short(exc)}", repo_id, token)
+        return HubMalformedFile(msg("a safetensors header in %(repo_id)s is corrupt: %(exc)s",
+                                    repo_id=repo_id, exc=_short(exc)), repo_id, token)
     if isinstance(exc, hf_errors.HfHubHTTPError) and exc.response is not None:
         status = exc.response.status_code
         if status == 401:
-            msg = f"the Hub rejected the token for {repo_id} (401): check HF_TOKEN or --token" if token else (
-                f"{repo_id} needs authentication (401): {how}")
-            return HubAuthError(msg, repo_id, token)
+            text = (msg("the Hub rejected the token for %(repo_id)s (401): check HF_TOKEN or --token", repo_id=repo_id)
+                    if token else msg("%(repo_id)s needs authentication (401): pass a token with HF_TOKEN=... or "
+                                      "--token", repo_id=repo_id))
+            return HubAuthError(text, repo_id, token)
         if status == 403:
             return HubAuthError(
-                f"access to {repo_id} refused (403): accept its licence at {page} and use a token with read access",
+                msg("access to %(repo_id)s refused (403): accept its licence at %(page)s and use a token with read "
+                    "access", repo_id=repo_id, page=page),
                 repo_id, token)
         if status == 404:
-            return HubNotFound(f"model repo {repo_id} not found on {_endpoint()}", repo_id, token)
+            return HubNotFound(msg("model repo %(repo_id)s not found on %(endpoint)s",
+                                   repo_id=repo_id, endpoint=_endpoint()), repo_id, token)
         kind = "server error" if status >= 500 else "rate limited" if status == 429 else "refused the request"
-        return HubUnavailable(f"the Hub answered HTTP {status} ({kind}) for {repo_id}", repo_id, token)
+        return HubUnavailable(msg("the Hub answered HTTP %(status)s (%(kind)s) for %(repo_id)s",
+                                  status=status, kind=kind, repo_id=repo_id), repo_id, token)
     if isinstance(exc, hf_errors.FileMetadataError):
-        return HubUnavailable(f"{_endpoint()} does not answer like a Hugging Face Hub (check HF_ENDPOINT)", repo_id, token)
+        return HubUnavailable(msg("%(endpoint)s does not answer like a Hugging Face Hub (check HF_ENDPOINT)",
+                                  endpoint=_endpoint()), repo_id, token)
     if isinstance(exc, OSError) and exc.filename is not None:  # the cache, not the network
-        return HubSetupError(f"cannot write the Hugging Face cache at {exc.filename}: {exc.strerror} "
-                             f"(set HF_HOME or HF_HUB_CACHE to a writable folder)", repo_id, token)
+        return HubSetupError(msg("cannot write the Hugging Face cache at %(filename)s: %(reason)s (set HF_HOME or "
+                                 "HF_HUB_CACHE to a writable folder)", filename=exc.filename, reason=exc.strerror), repo_id, token)
     # HTTP-client errors are matched by class name: huggingface_hub 2.x raises httpx2's, older ones httpx/requests.
     names = {c.__name__ for c in type(exc).__mro__}
     if isinstance(exc, TimeoutError) or any("Timeout" in n for n in names):
-        return HubTimeout(f"the Hub at {_endpoint()} did not answer in time for {repo_id}", repo_id, token)
+        return HubTimeout(msg("the Hub at %(endpoint)s did not answer in time for %(repo_id)s",
+                              endpoint=_endpoint(), repo_id=repo_id), repo_id, token)
     if "TooManyRedirects" in names:
-        return HubUnavailable(f"{_endpoint()} redirects in a loop for {repo_id} (check HF_ENDPOINT)", repo_id, token)
+        return HubUnavailable(msg("%(endpoint)s redirects in a loop for %(repo_id)s (check HF_ENDPOINT)",
+                                  endpoint=_endpoint(), repo_id=repo_id), repo_id, token)
     if "DecodingError" in names:
-        return HubUnavailable(f"{_endpoint()} sent a body it declared in an encoding it did not use, for {repo_id}",
+        return HubUnavailable(msg("%(endpoint)s sent a body it declared in an encoding it did not use, for "
+                                  "%(repo_id)s", endpoint=_endpoint(), repo_id=repo_id),
                               repo_id, token)
     if names & {"InvalidURL", "UnsupportedProtocol"}:
-        return HubSetupError(f"HF_ENDPOINT '{_endpoint()}' cannot be used: {_short(exc)}", repo_id, token)
+        return HubSetupError(msg("HF_ENDPOINT '%(endpoint)s' cannot be used: %(exc)s",
+                                 endpoint=_endpoint(), exc=_short(exc)), repo_id, token)
     if isinstance(exc, OSError) or names & {"TransportError", "NetworkError", "ConnectError", "ConnectionError",
                                             "RemoteProtocolError", "ProtocolError"}:
-        return HubUnavailable(f"cannot reach {_endpoint()} for {repo_id} (no network?)", repo_id, token)
+        return HubUnavailable(msg("cannot reach %(endpoint)s for %(repo_id)s (no network?)",
+                                  endpoint=_endpoint(), repo_id=repo_id), repo_id, token)
     # Anything else came from reading the answer (non-JSON, `{}`, a list where an object belongs):
     # the server at HF_ENDPOINT does not talk like the Hub right now.
-    return HubUnavailable(f"{_endpoint()} answered something that is not a Hub answer for {repo_id} "
-                          f"({type(exc).__name__}: {_short(exc)})", repo_id, token)
+    return HubUnavailable(msg("%(endpoint)s answered something that is not a Hub answer for %(repo_id)s "
+                              "(%(error_type)s: %(exc)s)",
+                              endpoint=_endpoint(), repo_id=repo_id, error_type=type(exc).__name__, exc=_short(exc)), repo_id, token)
 
 
 def _short(exc: BaseException) -> str:
@@ -371,7 +395,8 @@ def _load_json(path: str | Path, repo_id: str, filename: str) -> dict:
     except SpecError as exc:
         raise HubMalformedFile(str(exc), repo_id) from None
     except OSError as exc:
-        raise HubSetupError(f"cannot read {filename} of {repo_id} from the cache: {exc.strerror}", repo_id) from None
+        raise HubSetupError(msg("cannot read %(filename)s of %(repo_id)s from the cache: %(reason)s",
+                                filename=filename, repo_id=repo_id, reason=exc.strerror), repo_id) from None
 
 
 def _quant_config(config: dict | None) -> dict | None:
@@ -434,8 +459,9 @@ def fetch_model(ref: ModelRef | str, token: str | None = None, lookup: Lookup | 
         return run_within(deadline, _in_lookup(budget, lambda: _from_hub(ref, token, budget)), on_slow=lookup.on_slow,
                           slow_after=max(0.0, lookup.slow_after - deadline.elapsed()))
     except DeadlinePassed:
-        exc = HubTimeout(f"the Hub at {endpoint} did not answer within {lookup.timeout:g} s for {ref.repo_id} "
-                         f"(the lookup's deadline, --timeout)", ref.repo_id)
+        exc = HubTimeout(msg("the Hub at %(endpoint)s did not answer within %(timeout)s s for %(repo_id)s (the "
+                             "lookup's deadline, --timeout)",
+                             endpoint=endpoint, timeout=Num(lookup.timeout, "g"), repo_id=ref.repo_id), ref.repo_id)
         if not cached_before:
             raise exc from None
         return _from_cache(ref, reason=str(exc), on_miss=exc)
@@ -530,7 +556,7 @@ def _from_hub(ref: ModelRef, token: str | None, budget: _Budget) -> HubModel:
                 totals[dtype] = totals.get(dtype, 0) + int(count)
         if totals:
             model.safetensors_params, model.safetensors_source = totals, "headers"
-            model.notes.append(f"parameter counts read from {len(headers)} safetensors header(s)")
+            model.notes.append(msg("parameter counts read from %(n)s safetensors header(s)", n=len(headers)))
     return model
 
 
@@ -555,7 +581,9 @@ def _check_counts(values: dict, what: str, repo: str) -> None:
     """Sizes and parameter counts from the Hub are sized from: non-negative integers below 10^15."""
     for name, value in values.items():
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX_COUNT):
-            raise HubUnavailable(f"{_endpoint()} answered an impossible {what} for {name} in {repo}: {str(value)[:30]}",
+            raise HubUnavailable(msg("%(endpoint)s answered an impossible %(what)s for %(name)s in %(repo)s: "
+                                     "%(value)s",
+                                     endpoint=_endpoint(), what=what, name=name, repo=repo, value=str(value)[:30]),
                                  repo)
 
 
@@ -578,11 +606,11 @@ def _writable_cache() -> str:
         cache.mkdir(parents=True, exist_ok=True)
         writable = os.access(cache, os.W_OK | os.X_OK)
     except OSError as exc:
-        raise HubSetupError(f"cannot create the Hugging Face cache at {cache}: {exc.strerror} "
-                            f"(set HF_HOME or HF_HUB_CACHE to a writable folder)") from None
+        raise HubSetupError(msg("cannot create the Hugging Face cache at %(cache)s: %(reason)s (set HF_HOME or "
+                                "HF_HUB_CACHE to a writable folder)", cache=cache, reason=exc.strerror)) from None
     if not writable:
-        raise HubSetupError(f"the Hugging Face cache at {cache} is not writable "
-                            f"(set HF_HOME or HF_HUB_CACHE to a writable folder)")
+        raise HubSetupError(msg("the Hugging Face cache at %(cache)s is not writable (set HF_HOME or HF_HUB_CACHE to "
+                                "a writable folder)", cache=cache))
     return str(cache)
 
 
@@ -626,7 +654,8 @@ def _from_cache(ref: ModelRef, reason: str, on_miss: HubUnavailable | None = Non
     if snapshot is None:
         if on_miss is not None:
             raise on_miss
-        raise HubUnavailable(f"{reason} and {ref.repo_id}@{rev} is not in the cache at {_cache_dir()}", ref.repo_id)
+        raise HubUnavailable(msg("%(reason)s and %(repo_id)s@%(rev)s is not in the cache at %(cache_dir)s",
+                                 reason=reason, repo_id=ref.repo_id, rev=rev, cache_dir=_cache_dir()), ref.repo_id)
 
     files = {p.relative_to(snapshot).as_posix(): p for p in snapshot.rglob("*") if p.is_file()}
     model = HubModel(repo_id=ref.repo_id, revision=rev, sha=sha, source="cache")
@@ -637,7 +666,8 @@ def _from_cache(ref: ModelRef, reason: str, on_miss: HubUnavailable | None = Non
     if model.config is None and model.params_json is None and not model.gguf_files:
         if on_miss is not None:
             raise on_miss
-        raise HubUnavailable(f"{reason} and the cache holds no config for {ref.repo_id}@{rev}", ref.repo_id)
+        raise HubUnavailable(msg("%(reason)s and the cache holds no config for %(repo_id)s@%(rev)s",
+                                 reason=reason, repo_id=ref.repo_id, rev=rev), ref.repo_id)
     model.notes.append(f"from the local Hugging Face cache: {reason}")
     model.notes.append("cache: safetensors parameter counts and the full file listing are not available offline")
     return model
@@ -653,7 +683,8 @@ def find_gguf_repos(
     from . import hub_http
 
     if _offline():
-        raise HubUnavailable(f"offline mode (HF_HUB_OFFLINE): cannot search GGUF repos for {base_repo_id}")
+        raise HubUnavailable(msg("offline mode (HF_HUB_OFFLINE): cannot search GGUF repos for %(base_repo_id)s",
+                                 base_repo_id=base_repo_id))
     lookup = lookup or Lookup()
     token, deadline = clean_token(token), lookup.start()
     _prepare_client(lookup.verbose)
@@ -666,8 +697,9 @@ def find_gguf_repos(
                 endpoint, token, max(0.1, deadline.remaining()), limit=limit, sort="downloads", **params),
                 base_repo_id, None, token)))
         except DeadlinePassed:
-            raise HubTimeout(f"the Hub search for GGUF repos of {base_repo_id} did not answer within "
-                             f"{lookup.timeout:g} s (--timeout)", base_repo_id) from None
+            raise HubTimeout(msg("the Hub search for GGUF repos of %(base_repo_id)s did not answer within "
+                                 "%(timeout)s s (--timeout)",
+                                 base_repo_id=base_repo_id, timeout=Num(lookup.timeout, "g")), base_repo_id) from None
         finally:
             lookup.requests += budget.requests
 

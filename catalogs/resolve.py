@@ -8,10 +8,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fitprobe.errors import MODEL_UNREADABLE, RETRY_LATER, ModelError, UsageError
+from fitprobe.errors import MODEL_UNREADABLE, RETRY_LATER, ModelError, UsageError, message_of
 from fitprobe.estimator.config import MAX_CONFIG_BYTES, SpecError, documented_yarn, parse_config_bytes, spec_from_config
 from fitprobe.estimator.fields import replace
 from fitprobe.estimator.quant import QuantFormat, WeightBytes, weight_bytes
+from fitprobe.estimator.message import msg
 from fitprobe.estimator.spec import ModelSpec
 
 from .models import ModelEntry, find_model, find_ollama_tag, find_unmodelled, suggest_models
@@ -38,10 +39,11 @@ def _spec(config: dict, name: str, hf_id: str | None, where: str = "config.json"
     try:
         return spec_from_config(config, name=name, hf_id=hf_id, where=where)
     except SpecError as exc:
-        raise ResolveError(f"{name}: {exc}", MODEL_UNREADABLE) from exc
+        raise ResolveError(msg("%(name)s: %(exc)s", name=name, exc=exc), MODEL_UNREADABLE) from exc
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, ArithmeticError) as exc:
         # validate_config should have named the field; say which file it was rather than crash
-        raise ResolveError(f"{where} cannot be sized ({type(exc).__name__}: {exc})", MODEL_UNREADABLE) from exc
+        raise ResolveError(msg("%(where)s cannot be sized (%(error_type)s: %(exc)s)",
+                               where=where, error_type=type(exc).__name__, exc=exc), MODEL_UNREADABLE) from exc
 
 
 def _default_notes(spec: ModelSpec) -> list[str]:
@@ -55,11 +57,11 @@ def _read_config(path: Path) -> dict:
         with path.open("rb") as fh:
             raw = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise ResolveError(f"cannot read {path}: {exc.strerror}", MODEL_UNREADABLE) from exc
+        raise ResolveError(msg("cannot read %(path)s: %(reason)s", path=path, reason=exc.strerror), MODEL_UNREADABLE) from exc
     try:
         return parse_config_bytes(raw, str(path))
     except SpecError as exc:
-        raise ResolveError(str(exc), MODEL_UNREADABLE) from exc
+        raise ResolveError(message_of(exc), MODEL_UNREADABLE) from exc
 
 
 def scaled(w: WeightBytes, total: int) -> WeightBytes:
@@ -82,13 +84,13 @@ def resolve(text: str, *, token: str | None = None, revision: str | None = None,
     `lookup` (catalogs.hub.Lookup) bounds and counts the Hub requests an org/name id makes."""
     raw = text.strip()
     if not raw:
-        raise ResolveError("empty model name")
+        raise ResolveError(msg("empty model name"))
     if len(raw) > 4096 or "\0" in raw:
-        raise ResolveError(f"'{raw[:60]}...' is not a model name, path or Hub id")
+        raise ResolveError(msg("'%(raw)s...' is not a model name, path or Hub id", raw=raw[:60]))
     try:
         return _resolve(raw, token=token, revision=revision, lookup=lookup)
     except OSError as exc:  # a path the OS refuses to look at (ENAMETOOLONG, ELOOP, EACCES on a parent)
-        raise ResolveError(f"cannot look at '{raw[:80]}': {exc.strerror}") from None
+        raise ResolveError(msg("cannot look at '%(raw)s': %(reason)s", raw=raw[:80], reason=exc.strerror)) from None
 
 
 def _resolve(raw: str, *, token: str | None, revision: str | None, lookup) -> ResolvedModel:
@@ -98,11 +100,11 @@ def _resolve(raw: str, *, token: str | None, revision: str | None, lookup) -> Re
     if path.is_dir():
         cfg = path / "config.json"
         if not cfg.exists():
-            raise ResolveError(f"{path} has no config.json")
+            raise ResolveError(msg("%(path)s has no config.json", path=path))
         return ResolvedModel(spec=_spec(_read_config(cfg), path.name, None, str(cfg)), source=f"local {cfg}")
     if path.suffix.lower() == ".json":
         if not path.exists():
-            raise ResolveError(f"{path} does not exist")
+            raise ResolveError(msg("%(path)s does not exist", path=path))
         return ResolvedModel(spec=_spec(_read_config(path), path.parent.name or path.stem, None, str(path)),
                              source=f"local {path}")
     tagged = find_ollama_tag(raw) if ":" in raw and "/" not in raw else None
@@ -114,17 +116,21 @@ def _resolve(raw: str, *, token: str | None, revision: str | None, lookup) -> Re
     entry = find_model(base.split("@")[0]) if "/" not in base else None
     if entry is not None:
         if revision is not None or "@" in base:
-            raise UsageError(f"--revision/@ applies to Hugging Face ids: '{entry.name}' is a bundled catalog name"
-                             + (f" (its Hub id is {entry.hf_id})" if entry.hf_id else ""))
+            raise UsageError(msg("--revision/@ applies to Hugging Face ids: '%(name)s' is a bundled catalog name (its "
+                                 "Hub id is %(hf_id)s)", name=entry.name, hf_id=entry.hf_id) if entry.hf_id else
+                             msg("--revision/@ applies to Hugging Face ids: '%(name)s' is a bundled catalog name",
+                                 name=entry.name))
         return _from_entry(entry, quant or None)  # a catalog name: offline by design
     # An org/name id asks the Hub first (exact sizes), then its cache, then the bundled snapshot.
     if re.fullmatch(r"[\w.-]+/[\w.-]+(@[^:\s]+)?(:[\w.-]+)?", raw) or raw.lower().startswith(("http://", "https://", "hf.co/", "huggingface.co/")):
         return _from_hub(raw, token=token, revision=revision, lookup=lookup)
     _fail_if_unmodelled(base)
     hint = suggest_models(raw)
-    more = f"; did you mean: {', '.join(hint)}?" if hint else ""
-    raise ResolveError(f"unknown model '{raw}' (not in the bundled catalog, not a file, not an org/name Hub id){more}"
-                       " (fitprobe list models)")
+    if hint:
+        raise ResolveError(msg("unknown model '%(raw)s' (not in the bundled catalog, not a file, not an org/name Hub "
+                               "id); did you mean: %(hint)s? (fitprobe list models)", raw=raw, hint=", ".join(hint)))
+    raise ResolveError(msg("unknown model '%(raw)s' (not in the bundled catalog, not a file, not an org/name Hub id) "
+                           "(fitprobe list models)", raw=raw))
 
 
 def _fail_if_unmodelled(name: str) -> None:
@@ -139,7 +145,7 @@ def _fail_if_unmodelled(name: str) -> None:
 
 def _from_entry(entry: ModelEntry, quant: str | None, *, source: str = "bundled catalog") -> ResolvedModel:
     if not entry.config:
-        raise ResolveError(f"{entry.name}: bundled entry has no config.json")
+        raise ResolveError(msg("%(name)s: bundled entry has no config.json", name=entry.name))
     spec = _spec(entry.config, entry.name, entry.hf_id)
     if entry.long_context:
         spec = documented_yarn(spec, entry.long_context["rope_scaling"], entry.long_context["source"])
@@ -153,7 +159,7 @@ def _from_hub(raw: str, *, token: str | None, revision: str | None, lookup=None)
     try:
         ref = hub.parse_model_ref(raw)
     except hub.BadModelRef as exc:
-        raise ResolveError(str(exc)) from exc
+        raise ResolveError(message_of(exc)) from exc
     if revision:
         ref = replace(ref, revision=revision)
     lookup = lookup or hub.Lookup()
@@ -170,13 +176,15 @@ def _from_hub(raw: str, *, token: str | None, revision: str | None, lookup=None)
         entry = find_model(ref.repo_id)
         if entry is None:
             _fail_if_unmodelled(ref.repo_id)
-            raise ResolveError(f"{exc}, and '{ref.repo_id}' is not in the bundled catalog: retry later",
+            raise ResolveError(msg("%(exc)s, and '%(repo_id)s' is not in the bundled catalog: retry later",
+                                   exc=exc, repo_id=ref.repo_id),
                                RETRY_LATER) from exc
         resolved = _from_entry(entry, ref.quant, source="bundled catalog (Hub unreachable)")
-        resolved.notes.append(f"Hub not reachable ({exc}); used the bundled snapshot of {entry.hf_id}")
+        resolved.notes.append(msg("Hub not reachable (%(error)s); used the bundled snapshot of %(hf_id)s",
+                                  error=message_of(exc), hf_id=entry.hf_id))
         return resolved
     except hub.HubError as exc:
-        raise ResolveError(str(exc), exc.kind) from exc
+        raise ResolveError(message_of(exc), exc.kind) from exc
 
 
 def _gguf_repo(model, quant: str | None, token: str | None, lookup) -> ResolvedModel:
@@ -190,19 +198,20 @@ def _gguf_repo(model, quant: str | None, token: str | None, lookup) -> ResolvedM
         base_model = hub.fetch_model(base, token=token, lookup=lookup)
         if base_model.config or base_model.params_json:
             resolved = _hub_model(base_model, quant)
-            resolved.notes.append(f"architecture from base model {base} (config.json)")
+            resolved.notes.append(msg("architecture from base model %(base)s (config.json)", base=base))
             break
     if resolved is None and base_entry is not None:
         resolved = _from_entry(base_entry, quant, source="bundled catalog")
-        resolved.notes.append(f"architecture from the bundled snapshot of {base_entry.hf_id}")
+        resolved.notes.append(msg("architecture from the bundled snapshot of %(hf_id)s", hf_id=base_entry.hf_id))
     if resolved is None:
-        raise ResolveError(f"{model.repo_id} holds only GGUF files and names no base model with a config.json: "
-                           f"pass the base model id or a local .gguf")
+        raise ResolveError(msg("%(repo_id)s holds only GGUF files and names no base model with a config.json: pass "
+                               "the base model id or a local .gguf", repo_id=model.repo_id))
     resolved.source = f"Hugging Face Hub ({model.repo_id})"
     _apply_gguf_sizes(resolved, model)
     if quant and _fmt_name(quant) not in resolved.known_weights:
         have = ", ".join(g.quant for g in model.gguf_files)
-        raise ResolveError(f"{model.repo_id} has no {quant} GGUF (it has: {have})")
+        raise ResolveError(msg("%(repo_id)s has no %(quant)s GGUF (it has: %(have)s)",
+                               repo_id=model.repo_id, quant=quant, have=have))
     return resolved
 
 
@@ -219,7 +228,7 @@ def _apply_gguf_sizes(resolved: ResolvedModel, model) -> None:
             continue
         w = weight_bytes(resolved.spec, fmt, table)
         resolved.known_weights[fmt.name] = (scaled(w, gg.size_bytes - w.file_only),
-                                            f"real file size ({model.repo_id})")
+                                            msg("real file size (%(repo)s)", repo=model.repo_id))
         resolved.gguf_repo = model.repo_id
 
 
@@ -236,11 +245,14 @@ def _attach_gguf_quant(resolved: ResolvedModel, base_repo: str, quant: str, toke
             listing = hub.fetch_model(cand.repo_id, token=token, lookup=lookup)
             if any(_fmt_name(g.quant) == fmt.name for g in listing.gguf_files):
                 _apply_gguf_sizes(resolved, listing)
-                resolved.notes.append(f"{quant} size from {cand.repo_id} (GGUF repo of {base_repo})")
+                resolved.notes.append(msg("%(quant)s size from %(repo)s (GGUF repo of %(base)s)", quant=quant,
+                                          repo=cand.repo_id, base=base_repo))
                 return
-        resolved.notes.append(f"no GGUF repo with {quant} found for {base_repo}: {quant} sized by formula")
+        resolved.notes.append(msg("no GGUF repo with %(quant)s found for %(base)s: %(quant)s sized by formula",
+                                  quant=quant, base=base_repo))
     except hub.HubError as exc:
-        resolved.notes.append(f"GGUF repos for {base_repo} not searched ({exc}): {quant} sized by formula")
+        resolved.notes.append(msg("GGUF repos for %(base)s not searched (%(error)s): %(quant)s sized by formula",
+                                  base=base_repo, error=message_of(exc), quant=quant))
 
 
 def _hub_model(model, quant: str | None) -> ResolvedModel:
@@ -249,7 +261,7 @@ def _hub_model(model, quant: str | None) -> ResolvedModel:
     if config is None and model.params_json:
         config = params_json_to_config(model.params_json)
     if config is None:
-        raise ResolveError(f"{model.repo_id} has no config.json or params.json to size from")
+        raise ResolveError(msg("%(repo_id)s has no config.json or params.json to size from", repo_id=model.repo_id))
     where = f"{model.config_file or 'params.json'} of {model.repo_id}"
     spec = _spec(config, model.repo_id.split("/")[-1], model.repo_id, where)
     resolved = ResolvedModel(spec=spec, source=source, requested_quant=quant,
@@ -258,7 +270,7 @@ def _hub_model(model, quant: str | None) -> ResolvedModel:
         exact = sum(n * _dtype_bytes(dt) for dt, n in model.safetensors_params.items())
         key = _prequant_format(spec) or "BF16"
         resolved.known_weights[key] = (text_weights_from_checkpoint(spec, find_quant(key), exact),
-                                       "exact from checkpoint")
+                                       msg("exact from checkpoint"))
     _apply_gguf_sizes(resolved, model)
     return resolved
 
@@ -303,7 +315,7 @@ def params_json_to_config(p: dict) -> dict:
                "vocab_size": "vocab_size", "sliding_window": "sliding_window"}
     cfg = {new: p[old] for old, new in mapping.items() if p.get(old) is not None}
     if p.get("moe") is not None and not isinstance(p["moe"], dict):
-        raise ResolveError("params.json field moe must be an object", MODEL_UNREADABLE)
+        raise ResolveError(msg("params.json field moe must be an object"), MODEL_UNREADABLE)
     cfg["model_type"] = "mixtral" if p.get("moe") else "mistral"
     cfg["max_position_embeddings"] = p.get("max_seq_len") or p.get("max_position_embeddings") or 32768
     if p.get("moe"):
@@ -315,14 +327,14 @@ def params_json_to_config(p: dict) -> dict:
 
 def _from_gguf(path: Path) -> ResolvedModel:
     if not path.exists():
-        raise ResolveError(f"{path} does not exist")
+        raise ResolveError(msg("%(path)s does not exist", path=path))
     from .gguf_file import GgufFileError, gguf_to_config, read_gguf
 
     try:
         info = read_gguf(path)
         config = gguf_to_config(info)
     except GgufFileError as exc:
-        raise ResolveError(str(exc), MODEL_UNREADABLE) from exc
+        raise ResolveError(message_of(exc), MODEL_UNREADABLE) from exc
     spec = _spec(config, path.stem, None, f"{path} (GGUF metadata)")
     per_layer = [0] * spec.n_layers
     experts = [0] * spec.n_layers
@@ -347,5 +359,5 @@ def _from_gguf(path: Path) -> ResolvedModel:
                           source=f"tensor types read from {path.name}")
         resolved.extra_formats.append(fmt)
     resolved.requested_quant = fmt.name
-    resolved.known_weights[fmt.name] = (w, "exact from GGUF header")
+    resolved.known_weights[fmt.name] = (w, msg("exact from GGUF header"))
     return resolved

@@ -11,6 +11,7 @@ import json
 from typing import Any
 from fitprobe.estimator.fields import replace
 
+from .message import Num, msg
 from .spec import MLA, SSM, Indexer, Layer, ModelSpec, MoE, PreQuant, Yarn
 
 
@@ -202,22 +203,26 @@ def _check_fields(cfg: dict, table: dict[str, Any], where: str, prefix: str = ""
         problem = rule.check(value)
         if problem is not None:
             shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-            raise SpecError(f"{where} field {prefix}{key} must be {problem}, got {shown}")
+            raise SpecError(msg("%(where)s field %(prefix)s%(key)s must be %(problem)s, got %(shown)s",
+                                where=where, prefix=prefix, key=key, problem=problem, shown=shown))
 
 
 def _check_quant(q: Any, where: str, prefix: str) -> None:
     if q is None:
         return
     if not isinstance(q, dict):
-        raise SpecError(f"{where} field {prefix}quantization_config must be an object")
+        raise SpecError(msg("%(where)s field %(prefix)squantization_config must be an object",
+                            where=where, prefix=prefix))
     _check_fields(q, _QUANT_FIELDS, where, prefix + "quantization_config.")
     for key in ("bits", "w_bit"):
         if q.get(key) is not None and not 1 <= q[key] <= 64:
-            raise SpecError(f"{where} field {prefix}quantization_config.{key} must be between 1 and 64, got {q[key]!r}")
+            raise SpecError(msg("%(where)s field %(prefix)squantization_config.%(key)s must be between 1 and 64, got "
+                                "%(value)s", where=where, prefix=prefix, key=key, value=repr(q[key])))
     for name, group in (q.get("config_groups") or {}).items():
         weights = group.get("weights") if isinstance(group, dict) else None
         if not isinstance(group, dict) or not isinstance(weights, (dict, type(None))):
-            raise SpecError(f"{where} field {prefix}quantization_config.config_groups.{name} must be an object")
+            raise SpecError(msg("%(where)s field %(prefix)squantization_config.config_groups.%(name)s must be an "
+                                "object", where=where, prefix=prefix, name=name))
         _check_fields(weights or {}, _QUANT_FIELDS, where, f"{prefix}quantization_config.config_groups.{name}.weights.")
 
 
@@ -225,47 +230,51 @@ def validate_config(config: Any, where: str = "config.json") -> None:
     """Raise SpecError naming the field when a value the parser reads has the wrong type or an
     impossible size; nested text/vision/quantization configs are checked under their own names."""
     if not isinstance(config, dict) or not config:
-        raise SpecError(f"{where} is empty or not a JSON object")
+        raise SpecError(msg("%(where)s is empty or not a JSON object", where=where))
     _check_fields(config, _FIELDS, where)
     _check_quant(config.get("quantization_config"), where, "")
     for key in _NESTED_TEXT_KEYS:
         nested = config.get(key)
         if nested is not None and not isinstance(nested, dict):
-            raise SpecError(f"{where} field {key} must be an object")
+            raise SpecError(msg("%(where)s field %(key)s must be an object", where=where, key=key))
         if nested:
             _check_fields(nested, _FIELDS, where, key + ".")
             _check_quant(nested.get("quantization_config"), where, key + ".")
     for key in ("vision_config", "vision_encoder", "visual"):
         vision = config.get(key)
         if vision is not None and not isinstance(vision, dict):
-            raise SpecError(f"{where} field {key} must be an object")
+            raise SpecError(msg("%(where)s field %(key)s must be an object", where=where, key=key))
         if vision:
             _check_fields(vision, _VISION_FIELDS, where, key + ".")
     for holder in (config, *(config.get(k) for k in _NESTED_TEXT_KEYS if isinstance(config.get(k), dict))):
         multiplier = holder.get("block_ffn_dim_multiplier")
         if multiplier is not None and not 0 < multiplier <= 100:
-            raise SpecError(f"{where} field block_ffn_dim_multiplier must be in (0, 100], got {multiplier!r}")
+            raise SpecError(msg("%(where)s field block_ffn_dim_multiplier must be in (0, 100], got %(multiplier)s",
+                                where=where, multiplier=repr(multiplier)))
 
 
 def parse_config_bytes(raw: bytes, where: str) -> dict:
     """config.json bytes -> dict, or SpecError naming the file: not UTF-8 (binary, UTF-16), not
     JSON, nested deeper than the parser goes, an integer of thousands of digits, not an object."""
     if len(raw) > MAX_CONFIG_BYTES:
-        raise SpecError(f"{where} is {len(raw) / (1 << 20):.0f} MiB: not a config.json")
+        raise SpecError(msg("%(where)s is %(size)s MiB: not a config.json",
+                            where=where, size=Num(len(raw) / (1 << 20), ".0f")))
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise SpecError(f"{where} is not UTF-8 text (a binary file, or UTF-16)") from None
+        raise SpecError(msg("%(where)s is not UTF-8 text (a binary file, or UTF-16)", where=where)) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SpecError(f"{where} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        raise SpecError(msg("%(where)s is not valid JSON (line %(line)s: %(reason)s)",
+                            where=where, line=exc.lineno, reason=exc.msg)) from None
     except RecursionError:
-        raise SpecError(f"{where} nests JSON deeper than any config does") from None
+        raise SpecError(msg("%(where)s nests JSON deeper than any config does", where=where)) from None
     except ValueError as exc:  # an integer beyond Python's digit limit
-        raise SpecError(f"{where} holds a number no config has ({str(exc).split(':')[0]})") from None
+        raise SpecError(msg("%(where)s holds a number no config has (%(number)s)",
+                            where=where, number=str(exc).split(":")[0])) from None
     if not isinstance(data, dict):
-        raise SpecError(f"{where} does not hold a JSON object")
+        raise SpecError(msg("%(where)s does not hold a JSON object", where=where))
     return data
 
 
@@ -294,7 +303,8 @@ class _Reader:
 
     def check(self) -> None:
         if self.missing:
-            raise SpecError(f"config.json for architecture '{self.arch}' is missing: {', '.join(self.missing)}")
+            raise SpecError(msg("config.json for architecture '%(arch)s' is missing: %(missing)s",
+                                arch=self.arch, missing=", ".join(self.missing)))
 
 
 def _text_config(cfg: dict) -> tuple[dict, dict | None]:
@@ -345,7 +355,7 @@ def _layer_kinds_from_types(types: list[str]) -> list[str]:
     kinds = []
     for t in types:
         if t not in mapping:
-            raise SpecError(f"unknown layer type '{t}' in layer_types")
+            raise SpecError(msg("unknown layer type '%(t)s' in layer_types", t=t))
         kinds.append(mapping[t])
     return kinds
 
@@ -381,13 +391,13 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None, where
     """Normalize a config.json dict into a ModelSpec, or raise SpecError naming what is missing
     or impossible (`where` names the file in the message)."""
     if not isinstance(config, dict) or not config:
-        raise SpecError(f"{where} is empty or not a JSON object")
+        raise SpecError(msg("%(where)s is empty or not a JSON object", where=where))
     outer_arch = str(config.get("model_type") or "")
     cfg, vision = _text_config(config)
     arch = str(cfg.get("model_type") or outer_arch or "")
     if not arch:
         archs = config.get("architectures") or []
-        raise SpecError(f"config.json has no model_type (architectures: {archs or 'none'})")
+        raise SpecError(msg("config.json has no model_type (architectures: %(archs)s)", archs=archs or "none"))
     if arch not in SUPPORTED and outer_arch in SUPPORTED:
         arch = outer_arch
     if arch not in SUPPORTED and (arch in UNMODELLED or outer_arch in UNMODELLED):
@@ -395,8 +405,8 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None, where
         raise SpecError(f"architecture '{known}' cannot be sized yet: {UNMODELLED[known]}")
     if arch not in SUPPORTED:
         raise SpecError(
-            f"unknown architecture '{arch}': fitprobe cannot size it without knowing its layer layout "
-            f"(supported: {', '.join(SUPPORTED)})"
+            msg("unknown architecture '%(arch)s': fitprobe cannot size it without knowing its layer layout "
+                "(supported: %(supported)s)", arch=arch, supported=", ".join(SUPPORTED))
         )
     validate_config(config, where)
     cfg = _expand_block_types(arch, cfg)
@@ -431,11 +441,14 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None, where
         tie = _TIE_DEFAULT.get(arch, False)
     _positive(num_key_value_heads=n_kv, head_dim=head_dim)
     if n_kv > n_heads:
-        raise SpecError(f"{where}: num_key_value_heads ({n_kv}) exceeds num_attention_heads ({n_heads})")
+        raise SpecError(msg("%(where)s: num_key_value_heads (%(n_kv)s) exceeds num_attention_heads (%(n_heads)s)",
+                            where=where, n_kv=n_kv, n_heads=n_heads))
     if not isinstance(ff, int) or ff < 0:
-        raise SpecError(f"config.json field intermediate_size must be a non-negative integer, got {ff!r}")
+        raise SpecError(msg("config.json field intermediate_size must be a non-negative integer, got %(ff)s",
+                            ff=repr(ff)))
     if max_ctx is not None and (not isinstance(max_ctx, int) or max_ctx <= 0):
-        raise SpecError(f"config.json field max_position_embeddings must be a positive integer, got {max_ctx!r}")
+        raise SpecError(msg("config.json field max_position_embeddings must be a positive integer, got %(max_ctx)s",
+                            max_ctx=repr(max_ctx)))
     fields: dict[str, Any] = dict(
         name=name, architecture=arch, hf_id=hf_id, n_layers=n_layers, hidden_size=hidden,
         vocab_size=vocab, n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim, v_head_dim=head_dim,
@@ -509,7 +522,8 @@ def spec_from_config(config: dict, *, name: str, hf_id: str | None = None, where
             compress_ratio=ratios[i],
         ))
     if any(layer.attention in ("sliding", "chunked") for layer in layers) and not window:
-        raise SpecError(f"config.json for '{arch}' declares sliding/chunked layers but no window size (sliding_window / attention_chunk_size)")
+        raise SpecError(msg("config.json for '%(arch)s' declares sliding/chunked layers but no window size "
+                            "(sliding_window / attention_chunk_size)", arch=arch))
     return ModelSpec(layers=layers, moe=moe, **fields)
 
 
@@ -520,7 +534,7 @@ def _expand_block_types(arch: str, cfg: dict) -> dict:
         return cfg
     codes = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
     if any(t not in codes for t in types):
-        raise SpecError(f"unknown entry in layers_block_type: {sorted(set(types) - set(codes))}")
+        raise SpecError(msg("unknown entry in layers_block_type: %(codes)s", codes=sorted(set(types) - set(codes))))
     out = dict(cfg)
     out["hybrid_override_pattern"] = "".join(codes[t] for t in types)
     out.setdefault("num_hidden_layers", len(types))
@@ -530,7 +544,8 @@ def _expand_block_types(arch: str, cfg: dict) -> dict:
 def _positive(**values: Any) -> None:
     for key, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise SpecError(f"config.json field {key} must be a positive integer, got {value!r}")
+            raise SpecError(msg("config.json field %(key)s must be a positive integer, got %(value)s",
+                                key=key, value=repr(value)))
 
 
 def _per_layer_kv_heads(cfg: dict, n_layers: int) -> list[int] | None:
@@ -546,7 +561,7 @@ def _compress_ratios(arch: str, cfg: dict, n: int) -> list[int]:
         return [0] * n
     ratios = cfg.get("compress_ratios")
     if not isinstance(ratios, list) or len(ratios) < n:
-        raise SpecError("config.json for 'deepseek_v4' is missing: compress_ratios (one per layer)")
+        raise SpecError(msg("config.json for 'deepseek_v4' is missing: compress_ratios (one per layer)"))
     return [int(x) for x in ratios[:n]]
 
 
@@ -562,7 +577,8 @@ def _attention_pattern(arch: str, cfg: dict, n: int, r: _Reader) -> list[str]:
     if arch == "nemotron_h":
         pattern = r.need("hybrid_override_pattern") or ""
         if len(pattern) != n:
-            raise SpecError(f"hybrid_override_pattern has {len(pattern)} entries for {n} layers")
+            raise SpecError(msg("hybrid_override_pattern has %(n_pattern)s entries for %(n)s layers",
+                                n_pattern=len(pattern), n=n))
         return ["mamba" if c == "M" else "full" if c == "*" else "none" for c in pattern]
     if arch == "falcon_h1":
         return ["full"] * n  # every block runs attention and a Mamba-2 mixer in parallel
@@ -571,7 +587,7 @@ def _attention_pattern(arch: str, cfg: dict, n: int, r: _Reader) -> list[str]:
         return ["sliding" if x == 0 else "compressed" for x in ratios]
     if isinstance(types, list) and types:
         if len(types) != n:
-            raise SpecError(f"layer_types has {len(types)} entries for {n} layers")
+            raise SpecError(msg("layer_types has %(n_types)s entries for %(n)s layers", n_types=len(types), n=n))
         return _layer_kinds_from_types(types)
     if arch in ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
         interval = r.need("full_attention_interval") or 4
@@ -586,7 +602,8 @@ def _attention_pattern(arch: str, cfg: dict, n: int, r: _Reader) -> list[str]:
     if arch in ("gemma3", "gemma3_text", "cohere2", "gemma4", "gemma4_text"):
         step = cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern")
         if not step:
-            raise SpecError(f"config.json for '{arch}' is missing: layer_types or sliding_window_pattern")
+            raise SpecError(msg("config.json for '%(arch)s' is missing: layer_types or sliding_window_pattern",
+                                arch=arch))
         return ["full" if (i + 1) % step == 0 else "sliding" for i in range(n)]
     if arch in ("llama4", "llama4_text"):
         no_rope = cfg.get("no_rope_layers")
@@ -601,7 +618,7 @@ def _attention_pattern(arch: str, cfg: dict, n: int, r: _Reader) -> list[str]:
         cutoff = cfg.get("max_window_layers") or n
         return ["sliding" if i >= cutoff else "full" for i in range(n)]
     if arch == "granitemoehybrid":
-        raise SpecError("config.json for 'granitemoehybrid' is missing: layer_types")
+        raise SpecError(msg("config.json for 'granitemoehybrid' is missing: layer_types"))
     if arch in ("lfm2", "lfm2_moe"):
         full = r.need("full_attn_idxs")
         return ["full" if i in (full or []) else "conv" for i in range(n)]
@@ -644,7 +661,8 @@ def _ffn_pattern(arch: str, cfg: dict, n: int, ff: int, r: _Reader):
     if arch in ("llama4", "llama4_text"):
         dense_ff = r.get("intermediate_size_mlp", default=ff)
     if used and used > n_exp:
-        raise SpecError(f"config.json routes {used} experts per token but has only {n_exp}")
+        raise SpecError(msg("config.json routes %(used)s experts per token but has only %(n_exp)s",
+                            used=used, n_exp=n_exp))
     moe = MoE(n_experts=n_exp, n_experts_used=used or 1, expert_ffn=expert_ff or 0,
               n_shared_experts=int(shared or 0), shared_ffn=int(shared_ff or 0),
               expert_bias=arch == "gpt_oss", latent_size=int(cfg.get("moe_latent_size") or 0))
@@ -702,7 +720,8 @@ def _moe_layers(arch: str, cfg: dict, n: int, r: _Reader) -> list[bool]:
     if isinstance(cfg.get("mlp_layer_types"), list):
         types = cfg["mlp_layer_types"]
         if len(types) != n:
-            raise SpecError(f"config.json field mlp_layer_types has {len(types)} entries for {n} layers")
+            raise SpecError(msg("config.json field mlp_layer_types has %(n_types)s entries for %(n)s layers",
+                                n_types=len(types), n=n))
         return [t == "sparse" for t in types]
     out = []
     for i in range(n):

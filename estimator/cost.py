@@ -9,6 +9,7 @@ cheapest cloud offer that fits, for the same hours of use. Defaults are options 
 from __future__ import annotations
 
 from fitprobe.estimator.fields import doc, record
+from fitprobe.estimator.message import msg
 
 DAYS_PER_MONTH = 365.25 / 12
 
@@ -95,11 +96,11 @@ def rent_vs_buy(opts: CostOptions, *, catalog_price: float | None, price_basis: 
         local = usd_per_million(tdp_w * devices / 1000 * opts.electricity_usd_per_kwh, local_tps)
     notes = []
     if price is None:
-        notes.append("no purchase price known: pass --hardware-price")
+        notes.append(msg("no purchase price known: pass --hardware-price"))
     if best is None:
-        notes.append("no cloud offer in the price catalog fits this model")
+        notes.append(msg("no cloud offer in the price catalog fits this model"))
     if rent and elec is not None and months is None:
-        notes.append("renting costs less than the electricity of owning at these hours")
+        notes.append(msg("renting costs less than the electricity of owning at these hours"))
     return RentVsBuy(hardware_price_usd=price, price_basis=basis, tdp_w=tdp_w, hours_per_day=opts.hours_per_day,
                      electricity_usd_per_kwh=opts.electricity_usd_per_kwh, electricity_monthly_usd=elec,
                      rent_instance=f"{best.provider} {best.instance}" if best else None, rent_monthly_usd=rent,

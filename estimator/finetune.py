@@ -16,6 +16,7 @@ from math import ceil
 from typing import Literal
 
 from fitprobe.estimator.fields import doc, record
+from fitprobe.estimator.message import msg
 
 from .spec import ModelSpec
 
@@ -90,9 +91,11 @@ def finetune_memory(spec: ModelSpec, o: FinetuneOptions) -> list[FinetuneMethod]
     opt = OPTIMIZER_BYTES[o.optimizer]
     adapters = o.lora_rank * dims
     rows = [
-        ("qlora", "QLoRA (4-bit NF4 base)", int(linear * NF4_DQ_BPW / 8 + other * 2), int(adapters * (8 + opt)), adapters),
-        ("lora", "LoRA (16-bit base)", total * 2, int(adapters * (8 + opt)), adapters),
-        ("full", f"Full fine-tune ({o.optimizer}, mixed precision)", total * 6, int(total * (4 + opt)), total),
+        ("qlora", msg("QLoRA (4-bit NF4 base)"), int(linear * NF4_DQ_BPW / 8 + other * 2), int(adapters * (8 + opt)),
+         adapters),
+        ("lora", msg("LoRA (16-bit base)"), total * 2, int(adapters * (8 + opt)), adapters),
+        ("full", msg("Full fine-tune (%(optimizer)s, mixed precision)", optimizer=o.optimizer), total * 6,
+         int(total * (4 + opt)), total),
     ]
     return [FinetuneMethod(method=m, label=lab, weights_bytes=w, grads_optimizer_bytes=g, activations_bytes=act,
                            total_bytes=w + g + act, trainable_params=n) for m, lab, w, g, n in rows]

@@ -12,6 +12,7 @@ import math
 
 from fitprobe.estimator.fields import doc, record, replace
 
+from .message import Num, msg
 from .verdict import Status
 from .launch.common import (MIN_USEFUL_CONTEXT, LaunchInput, cap_context, ctx_text, gib, largest_fitting, size,
                             smallest_fitting)
@@ -45,28 +46,31 @@ def find_fixes(inp: LaunchInput) -> list[Fix]:
         inp = LaunchInput(**{**inp.__dict__, "settings": capped_st})
         s = size(inp, inp.fmt, capped_st)
         if s.ok:
-            return [Fix(axis="context", change=f"context {ctx_text(capped_st.context)} (the model's maximum) instead of "
-                                               f"{ctx_text(asked)}", value=str(capped_st.context),
-                        status=s.verdict.status, total_bytes=s.mem.total_bytes, rank=1,
-                        cost="none beyond the cut: the model was not trained for a longer context")]
+            return [Fix(axis="context", change=msg("context %(context)s (the model's maximum) instead of %(asked)s",
+                                                   context=ctx_text(capped_st.context), asked=ctx_text(asked)),
+                        value=str(capped_st.context), status=s.verdict.status, total_bytes=s.mem.total_bytes, rank=1,
+                        cost=msg("none beyond the cut: the model was not trained for a longer context"))]
     st, fmt, engine = inp.settings, inp.fmt, inp.settings.engine
     kv_types = {"llama.cpp": ["q8_0", "q4_0"], "ollama": ["q8_0", "q4_0"], "vllm": ["fp8"], "sglang": ["fp8"]}.get(engine, [])
     if st.kv_cache_dtype in ("f16", "bf16", "auto", "f32"):
         for kv in kv_types:
             s = size(inp, fmt, replace(st, kv_cache_dtype=kv))
             if s.ok:
-                fixes.append(Fix(axis="kv_cache", change=f"KV cache {kv}", value=kv, status=s.verdict.status,
-                                 total_bytes=s.mem.total_bytes, cost="small quality loss on long contexts"
-                                 if kv != "q4_0" else "noticeable quality loss on long contexts"))
+                fixes.append(Fix(axis="kv_cache", change=msg("KV cache %(kv)s", kv=kv), value=kv,
+                                 status=s.verdict.status, total_bytes=s.mem.total_bytes,
+                                 cost=msg("small quality loss on long contexts") if kv != "q4_0"
+                                 else msg("noticeable quality loss on long contexts")))
                 break
     step = 16 if engine in ("vllm", "sglang") else 256
     c = largest_fitting(step, st.context - 1, lambda x: size(inp, fmt, replace(st, context=x)).ok, step=step)
     if c:
         s = size(inp, fmt, replace(st, context=c))
-        fixes.append(Fix(axis="context", change=f"context {ctx_text(c)} instead of {ctx_text(st.context)}", value=str(c),
+        kept = Num(c / st.context, ".0%")
+        fixes.append(Fix(axis="context", change=msg("context %(context)s instead of %(asked)s", context=ctx_text(c),
+                                                    asked=ctx_text(st.context)), value=str(c),
                          status=s.verdict.status, total_bytes=s.mem.total_bytes,
-                         cost=f"keeps {c / st.context:.0%} of the context asked"
-                         + (" (under 4K: little room for a prompt)" if c < MIN_USEFUL_CONTEXT else "")))
+                         cost=msg("keeps %(share)s of the context asked (under 4K: little room for a prompt)", share=kept)
+                         if c < MIN_USEFUL_CONTEXT else msg("keeps %(share)s of the context asked", share=kept)))
     q = _smaller_quant(inp)
     if q:
         fixes.append(q)
@@ -107,8 +111,9 @@ def _smaller_quant(inp: LaunchInput) -> Fix | None:
     if best is None:
         return None
     w, fmt, s = best
-    return Fix(axis="quant", change=f"{fmt.name} instead of {inp.fmt.name}", value=fmt.name, status=s.verdict.status,
-               total_bytes=s.mem.total_bytes, cost=f"weights {gib(w)} instead of {gib(current)}: lower quality")
+    return Fix(axis="quant", change=msg("%(quant)s instead of %(asked)s", quant=fmt.name, asked=inp.fmt.name),
+               value=fmt.name, status=s.verdict.status, total_bytes=s.mem.total_bytes,
+               cost=msg("weights %(size)s instead of %(asked)s: lower quality", size=gib(w), asked=gib(current)))
 
 
 def _more_gpus(inp: LaunchInput) -> list[Fix]:
@@ -126,22 +131,26 @@ def _more_gpus(inp: LaunchInput) -> list[Fix]:
         k = next((k for k in counts if size(inp, inp.fmt, inp.settings, hw_with(k)).ok), None)
         if k:
             s = size(inp, inp.fmt, inp.settings, hw_with(k))
-            out.append(Fix(axis="gpus", change=f"{k}x {dev.name} (tensor parallel {k})", value=str(k),
-                           status=s.verdict.status, total_bytes=s.mem.total_bytes, cost=f"{k - n} more GPU(s)"))
+            out.append(Fix(axis="gpus", change=msg("%(n)sx %(gpu)s (tensor parallel %(n)s)", n=k, gpu=dev.name),
+                           value=str(k), status=s.verdict.status, total_bytes=s.mem.total_bytes,
+                           cost=msg("%(n)s more GPU(s)", n=k - n)))
         elif engine == "vllm":
             nodes = _nodes_needed(inp, hw_with)
             if nodes:
-                out.append(Fix(axis="nodes", change=f"{nodes} nodes of {per}x {dev.name} (vLLM + Ray, PP {nodes})",
+                out.append(Fix(axis="nodes", change=msg("%(nodes)s nodes of %(per)sx %(gpu)s (vLLM + Ray, PP %(nodes)s)",
+                                                        nodes=nodes, per=per, gpu=dev.name),
                                value=str(nodes), status="fits", total_bytes=0,
-                               cost=f"{nodes * per - n} more GPUs across {nodes} nodes; pipeline stages add latency"))
+                               cost=msg("%(more)s more GPUs across %(nodes)s nodes; pipeline stages add latency",
+                                        more=nodes * per - n, nodes=nodes)))
         return out
     k = smallest_fitting(n + 1, n + MAX_EXTRA_GPUS, lambda x: size(inp, inp.fmt, inp.settings, hw_with(x)).ok)
     if k:
         s = size(inp, inp.fmt, inp.settings, hw_with(k))
         nodes = math.ceil(k / inp.gpus_per_node)
-        out.append(Fix(axis="gpus" if nodes == 1 else "nodes", change=f"{k}x {dev.name}" +
-                       (f" over {nodes} nodes (RPC)" if nodes > 1 else ""), value=str(k), status=s.verdict.status,
-                       total_bytes=s.mem.total_bytes, cost=f"{k - n} more GPU(s)"))
+        change = (msg("%(n)sx %(gpu)s over %(nodes)s nodes (RPC)", n=k, gpu=dev.name, nodes=nodes) if nodes > 1
+                  else msg("%(n)sx %(gpu)s", n=k, gpu=dev.name))
+        out.append(Fix(axis="gpus" if nodes == 1 else "nodes", change=change, value=str(k), status=s.verdict.status,
+                       total_bytes=s.mem.total_bytes, cost=msg("%(n)s more GPU(s)", n=k - n)))
     return out
 
 

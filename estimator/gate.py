@@ -12,6 +12,7 @@ from typing import Literal
 from fitprobe.estimator.fields import doc, record
 
 from .launch.common import LaunchPlan, ctx_text, gib
+from .message import Num, join, msg
 
 
 @record
@@ -50,25 +51,31 @@ def evaluate(req: Requirements, plan: LaunchPlan) -> GateResult:
     """Judge the plan's own status, context, margin and speed (plan.speed, the printed command's)."""
     checks: list[Check] = []
     ok_status = plan.status == "fits" or (plan.status == "tight" and not req.strict)
-    need = "fits" if req.strict else "fits or tight"
+    need = "fits" if req.strict else msg("fits or tight")
     checks.append(Check(name="fit", required=need, actual=plan.status, passed=ok_status,
-                        reason=f"{plan.engine} plan is {plan.status}" + (" and --strict refuses tight" if
-                                                                         plan.status == "tight" and req.strict else "")))
+                        reason=msg("%(engine)s plan is %(status)s and --strict refuses tight", engine=plan.engine,
+                                   status=plan.status) if plan.status == "tight" and req.strict
+                        else msg("%(engine)s plan is %(status)s", engine=plan.engine, status=plan.status)))
     if req.context:
+        serves = (msg("the plan serves %(context)s tokens per sequence", context=ctx_text(plan.context)) if plan.fits
+                  else msg("the plan serves %(context)s tokens per sequence but does not fit",
+                           context=ctx_text(plan.context)))
         checks.append(Check(name="context", required=str(req.context), actual=str(plan.context),
                             passed=plan.fits and plan.context >= req.context,
-                            reason=f"the plan serves {ctx_text(plan.context)} tokens per sequence"
-                            + ("" if plan.fits else " but does not fit")
-                            + "".join(f"; {n}" for n in plan.notes if n.startswith("capped at"))))
+                            reason=join([serves, *(n for n in plan.notes if n.startswith("capped at"))])))
     if req.min_margin_bytes:
         checks.append(Check(name="margin", required=str(req.min_margin_bytes), actual=str(plan.margin_bytes),
                             passed=plan.margin_bytes >= req.min_margin_bytes,
-                            reason=f"{gib(plan.margin_bytes)} left on the tightest device, {gib(req.min_margin_bytes)} required"))
+                            reason=msg("%(margin)s left on the tightest device, %(required)s required",
+                                       margin=gib(plan.margin_bytes), required=gib(req.min_margin_bytes))))
     if req.tps:
         sp = plan.speed
-        value, why = (sp.decode_tps, f"{sp.bound} bound ({sp.backend})") if sp else (None, "speed not estimated")
-        checks.append(Check(name="speed", required=f"{req.tps:g}", actual="unknown" if value is None else f"{value:.1f}",
+        value, why = ((sp.decode_tps, msg("%(bound)s bound (%(backend)s)", bound=sp.bound, backend=sp.backend)) if sp
+                      else (None, msg("speed not estimated")))
+        checks.append(Check(name="speed", required=f"{req.tps:g}",
+                            actual=msg("unknown") if value is None else f"{value:.1f}",
                             passed=value is not None and plan.fits and value >= req.tps,
-                            reason=why if value is None else f"~{value:.1f} tokens/s per sequence ({why})"))
+                            reason=why if value is None else msg("~%(tps)s tokens/s per sequence (%(why)s)",
+                                                                 tps=Num(value, ".1f"), why=why)))
     failed = [c.name for c in checks if not c.passed]
     return GateResult(passed=not failed, subject=f"launch.{plan.engine}", checks=checks, failed=failed)

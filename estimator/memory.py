@@ -14,6 +14,7 @@ from fitprobe.estimator.fields import doc, record
 from . import buffers
 from .hardware import Device, Hardware
 from .kv import KvCache, kv_cache
+from .message import Num, msg
 from .quant import QuantFormat, QuantTable, WeightBytes, weight_bytes
 from .settings import RunSettings
 from .spec import ModelSpec
@@ -196,17 +197,19 @@ def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now
             usable_bytes=usable[idx], layers=len(blocks)))
     host_w += sum(w.per_layer[:first_gpu_block]) + sum(moved[first_gpu_block:]) + (0 if output_on_gpu else w.output)
     if spec.tied_embeddings and output_on_gpu and devices and not mlx:
-        notes.append("tied embeddings: llama.cpp keeps the input copy in RAM and a duplicate on the GPU as output")
+        notes.append(msg("tied embeddings: llama.cpp keeps the input copy in RAM and a duplicate on the GPU as output"))
     host_kv = sum(kv.per_layer[:first_gpu_block])
     host_buf = buffers.llama_cpp_output_bytes(spec, st)
     if not devices or gpu_blocks < n:
         host_buf += buffers.llama_cpp_compute_bytes(spec, st, kv.cells_full, output_here=not output_on_gpu)
     if devices and gpu_blocks < n:
-        notes.append(f"partial offload: {gpu_blocks} of {n} layers on GPU, {n - gpu_blocks} in system RAM")
+        notes.append(msg("partial offload: %(gpu)s of %(n)s layers on GPU, %(ram)s in system RAM", gpu=gpu_blocks, n=n,
+                         ram=n - gpu_blocks))
     if devices and st.cpu_moe_layers and any(moved):
-        notes.append(f"expert offload: the routed experts of the first {st.cpu_moe_layers} blocks in system RAM")
+        notes.append(msg("expert offload: the routed experts of the first %(k)s blocks in system RAM",
+                         k=st.cpu_moe_layers))
     if spec.vision_params:
-        notes.append("vision tower not counted: llama.cpp loads it from a separate mmproj file")
+        notes.append(msg("vision tower not counted: llama.cpp loads it from a separate mmproj file"))
     return _breakdown(per_device, w, kv, host_w, host_kv, host_buf, gpu_blocks, n, notes)
 
 
@@ -223,9 +226,10 @@ def _paged(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: 
     pad = buffers.vllm_mxfp4_pad_factor(spec, tp)
     if pad > 1 and st.engine == "vllm":
         weights_all += int(sum(w.experts_per_layer) * (pad - 1))
-        notes.append(f"MXFP4 experts padded by vLLM's MoE kernels: +{pad - 1:.1%} expert memory")
+        notes.append(msg("MXFP4 experts padded by vLLM's MoE kernels: +%(share)s expert memory",
+                         share=Num(pad - 1, ".1%")))
     if spec.vision_params:
-        notes.append("vision tower counted in bf16: vLLM/SGLang load it with the language model")
+        notes.append(msg("vision tower counted in bf16: vLLM/SGLang load it with the language model"))
     act = (buffers.vllm_activation_bytes(spec, tp, batched, seqs)
            + buffers.vllm_overhead_bytes(tp, ref_total, nvlink=all(d.nvlink for d in devices)))
     per_device = []
@@ -242,7 +246,7 @@ def _paged(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now: 
             name=dev.name, weights_bytes=dw, kv_cache_bytes=dkv, buffers_bytes=dbuf, total_bytes=dw + dkv + dbuf,
             usable_bytes=usable, layers=spec.n_layers))
     if not devices:
-        notes.append(f"{st.engine} needs a GPU: sized as if everything ran from system RAM")
+        notes.append(msg("%(engine)s needs a GPU: sized as if everything ran from system RAM", engine=st.engine))
         return _breakdown([], w, kv, weights_all, kv.total, act, 0, spec.n_layers, notes)
     return _breakdown(per_device, w, kv, 0, 0, 0, spec.n_layers, spec.n_layers, notes)
 

@@ -6,6 +6,7 @@ from fitprobe.estimator.fields import doc, record, replace
 from .hardware import Hardware
 from .kv import KvCache, kv_cache
 from .memory import MemoryBreakdown, estimate
+from .message import msg
 from .quant import QuantFormat, QuantTable, WeightBytes, is_approximate, weight_bytes
 from .settings import RunSettings
 from .spec import ModelSpec
@@ -13,7 +14,7 @@ from .spread import WeightSpread, weight_spread, widened
 from .verdict import Status, Verdict, band_for, judge
 
 SCALING_CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
-APPROXIMATE = "approximate formula"  # weights_source of a format sized by an unconfirmed mix
+APPROXIMATE = msg("approximate formula")  # weights_source of a format sized by an unconfirmed mix
 
 
 @record
@@ -87,7 +88,8 @@ class Sizer:
     def weights(self, fmt: QuantFormat) -> tuple[WeightBytes, str]:
         if fmt.name not in self._weights:
             self._weights[fmt.name] = self.known.get(fmt.name) or (
-                weight_bytes(self.spec, fmt, self.table), APPROXIMATE if is_approximate(fmt, self.spec) else "formula")
+                weight_bytes(self.spec, fmt, self.table),
+                APPROXIMATE if is_approximate(fmt, self.spec) else msg("formula"))
         return self._weights[fmt.name]
 
     def spread(self, fmt: QuantFormat) -> WeightSpread | None:
@@ -130,9 +132,9 @@ class Sizer:
             m, v, src = self.size(other, row_st, now=now)
             status, note = v.status, ""
             if engine in ("vllm", "sglang") and not self.hw.devices:
-                status, note = "exceeds", f"{engine} needs a GPU"
+                status, note = "exceeds", msg("%(engine)s needs a GPU", engine=engine)
             elif other.kind not in ("native", "checkpoint") and any(d.kind == "hpu" for d in self.hw.devices):
-                status, note = "exceeds", "no engine loads GGUF on Intel Gaudi"
+                status, note = "exceeds", msg("no engine loads GGUF on Intel Gaudi")
             matrix.append(MatrixRow(quant=other.name, label=other.label, engine=engine,
                                     weights_bytes=m.weights_bytes + m.host_weights_bytes,
                                     kv_cache_bytes=m.kv_cache_bytes + m.host_kv_cache_bytes,

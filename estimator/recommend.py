@@ -12,6 +12,7 @@ from __future__ import annotations
 from fitprobe.estimator.fields import doc, record, replace
 
 from .hardware import Device, Hardware
+from .message import msg
 from .plan import Sizer
 from .quant import QuantFormat, QuantTable, WeightBytes
 from .settings import RunSettings
@@ -94,14 +95,14 @@ class Recommender:
         gpus = [s for s in sized if s[0].device.kind in ("gpu", "hpu") and not s[0].device.unified_memory]
         buyable = [s for s in gpus if s[0].used_price_usd or s[0].price_usd] or gpus  # priced cards first
         if buyable:
-            out.append(self._pick("best single GPU", max(buyable, key=lambda s: (s[4] or 0, -s[0].device.memory_bytes))))
+            out.append(self._pick(msg("best single GPU"), max(buyable, key=lambda s: (s[4] or 0, -s[0].device.memory_bytes))))
         priced = [s for s in sized if (s[0].used_price_usd or s[0].price_usd)]
         if priced:
             best = min(priced, key=lambda s: (s[0].used_price_usd or s[0].price_usd) / (s[3].usable_bytes / GIB))
-            out.append(self._pick("best value", best))
+            out.append(self._pick(msg("best value"), best))
         apple = [s for s in sized if s[0].device.kind == "apple"]
         if apple:
-            out.append(self._pick("Apple unified memory", min(apple, key=lambda s: (s[0].device.memory_bytes, -(s[4] or 0)))))
+            out.append(self._pick(msg("Apple unified memory"), min(apple, key=lambda s: (s[0].device.memory_bytes, -(s[4] or 0)))))
         multi = self.smallest_set([c for c in candidates
                                    if c.device.kind in ("gpu", "hpu") and not c.device.unified_memory])
         if multi:
@@ -123,7 +124,7 @@ class Recommender:
         if best is None:
             return None
         _, c, engine, mem, verdict, tps, n = best
-        return self._pick("smallest multi-GPU set", (c, engine, mem, verdict, tps), count=n)
+        return self._pick(msg("smallest multi-GPU set"), (c, engine, mem, verdict, tps), count=n)
 
     def _pick(self, role: str, s, count: int = 1) -> Pick:
         c, engine, mem, verdict, tps = s

@@ -30,6 +30,7 @@ from fitprobe.estimator.fields import doc, record
 
 from .hardware import Device, Hardware
 from .memory import MemoryBreakdown
+from .message import Num, msg
 from .quant import WeightBytes
 from .settings import RunSettings
 from .spec import ModelSpec
@@ -405,22 +406,22 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
         bandwidth=cpu.bandwidth, compute=1.0, batch_compute=1.0, fixed_ms=0.0, calibrated=cpu.calibrated,
         basis=cpu.basis)
     if not eff.calibrated:
-        notes.append(f"{key}: no published benchmark in the calibration set; {eff.basis}")
+        notes.append(msg("%(key)s: no published benchmark in the calibration set; %(basis)s", key=key, basis=eff.basis))
     quant = calibration.quant_rates(quant_family(settings.quant))
     arch_factor = 1.0
     if spec.recurrent_layers and settings.engine in ("llama.cpp", "ollama"):
         arch_factor = NEW_ARCH_FACTOR
-        notes.append("recurrent / gated-delta-net layers: llama.cpp kernels for them run at about half the "
-                     "bandwidth roofline (FORMULAS §4.1, 0.5× until measured)")
+        notes.append(msg("recurrent / gated-delta-net layers: llama.cpp kernels for them run at about half the "
+                         "bandwidth roofline (FORMULAS §4.1, 0.5× until measured)"))
     threads = hw.cpu_threads
     terms = decode_terms(spec, weights, settings, hw, memory, cpu_expert_layers=cpu_expert_layers)
     unified = bool(ref and ref.unified_memory)
     ram_bw = ram_bandwidth_gbs or hw.ram_bandwidth_gbs or (ref.bandwidth_gbs if unified and ref else None)
     if terms.cpu_bytes and not ram_bw:
-        notes.append(f"system RAM bandwidth unknown: assumed {DEFAULT_RAM_BANDWIDTH_GBS} GB/s "
-                     "(dual-channel DDR5-5600); pass --ram-bw or measure it with `fitprobe probe --bench`")
+        notes.append(msg("system RAM bandwidth unknown: assumed %(gbs)s GB/s (dual-channel DDR5-5600); pass --ram-bw "
+                         "or measure it with `fitprobe probe --bench`", gbs=Num(DEFAULT_RAM_BANDWIDTH_GBS)))
     if terms.cpu_bytes and not threads:
-        notes.append("CPU core count unknown: the RAM bandwidth is taken as reachable")
+        notes.append(msg("CPU core count unknown: the RAM bandwidth is taken as reachable"))
     dev_tflops = [calibration.device_tflops(d, key) for d in devices]
     tflops = None
     if devices and all(dev_tflops):
@@ -428,16 +429,17 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     elif not devices and threads:
         tflops = threads * cpu.core_gflops / 1e3
     if settings.batch > 1 and not tflops:
-        notes.append("no compute figure for this device: batched decode counted as bandwidth bound only")
+        notes.append(msg("no compute figure for this device: batched decode counted as bandwidth bound only"))
     parts = decode_parts(terms, devices, eff, quant, cpu, ram_bw_gbs=ram_bw, threads=threads, tflops=tflops,
                          arch_factor=arch_factor)
     if terms.parallel and len(devices) > 1:
         link = terms.link
-        notes.append(f"tensor parallel {len(devices)} over {'NVLink' if link == 'nvlink' else 'PCIe'}: "
-                     f"2 all-reduces per layer at ~{ALLREDUCE_US[link]:.0f} µs each")
+        notes.append(msg("tensor parallel %(n)s over %(link)s: 2 all-reduces per layer at ~%(us)s µs each",
+                         n=len(devices), link="NVLink" if link == "nvlink" else "PCIe",
+                         us=Num(ALLREDUCE_US[link], ".0f")))
     if len(devices) > 1 and not terms.parallel:
-        notes.append(f"llama.cpp layer split over {len(devices)} devices: decode runs them one after another, "
-                     "prefill overlaps only the micro-batches of one batch")
+        notes.append(msg("llama.cpp layer split over %(n)s devices: decode runs them one after another, prefill "
+                         "overlaps only the micro-batches of one batch", n=len(devices)))
     step_ms = sum(parts.values())
     bound = max(parts, key=parts.get)
     prefill = ttft = None
@@ -450,10 +452,10 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
         t_pp = cpu_prefill_seconds(pt, cpu, threads)
         prefill, ttft = prompt_tokens / t_pp, t_pp * 1e3
     elif devices:
-        notes.append("the catalog has no FP16 TFLOPS for this device and no benchmark measured it: "
-                     "prefill and TTFT are not estimated")
+        notes.append(msg("the catalog has no FP16 TFLOPS for this device and no benchmark measured it: prefill and "
+                         "TTFT are not estimated"))
     else:
-        notes.append("CPU core count unknown: prefill and TTFT are not estimated")
+        notes.append(msg("CPU core count unknown: prefill and TTFT are not estimated"))
     gpu_bytes = sum(terms.device_dense) + sum(terms.device_expert)
     return Speed(decode_tps=1e3 / step_ms, aggregate_tps=settings.batch * 1e3 / step_ms, batch=settings.batch,
                  prefill_tps=prefill, ttft_ms=ttft, prompt_tokens=prompt_tokens,

@@ -12,6 +12,7 @@ from fitprobe.estimator.fields import record
 
 from .hardware import Hardware
 from .memory import MemoryBreakdown
+from .message import gib, msg
 
 Status = Literal["fits", "tight", "exceeds"]
 
@@ -101,7 +102,7 @@ def judge(mem: MemoryBreakdown, hw: Hardware, *, error_band: float, min_margin_b
                                       mem.host_buffers_bytes)))
     if not candidates:
         return Verdict(status="exceeds", margin_bytes=0, utilization=0.0, usable_bytes=0, required_bytes=host_need,
-                       limiting="nothing", reason="no GPU and no known system RAM to run on")
+                       limiting="nothing", reason=msg("no GPU and no known system RAM to run on"))
     required, usable, where, uncertainty = min(candidates, key=lambda c: (c[1] - c[0]) / max(c[1], 1))
     margin = usable - required
     utilization = required / usable if usable else float("inf")
@@ -109,18 +110,21 @@ def judge(mem: MemoryBreakdown, hw: Hardware, *, error_band: float, min_margin_b
     total_usable = sum(c[1] for c in candidates)
     status = status_of(required, usable, error_band, min_margin_bytes, uncertainty)
     if status == "exceeds":
-        reason = f"{where} needs {_gib(required)} but only {_gib(usable)} is usable"
+        reason = msg("%(where)s needs %(required)s but only %(usable)s is usable", where=_where(where),
+                     required=gib(required), usable=gib(usable))
     elif status == "tight":
-        reason = (f"{where} margin {_gib(margin)} is within the estimate's measured error "
-                  f"({_gib(uncertainty)})" if margin < uncertainty
-                  else f"{where} margin {_gib(margin)} is under the required minimum {_gib(min_margin_bytes)}")
+        reason = (msg("%(where)s margin %(margin)s is within the estimate's measured error (%(error)s)",
+                      where=_where(where), margin=gib(margin), error=gib(uncertainty)) if margin < uncertainty
+                  else msg("%(where)s margin %(margin)s is under the required minimum %(minimum)s",
+                           where=_where(where), margin=gib(margin), minimum=gib(min_margin_bytes)))
     else:
-        reason = f"{where} keeps {_gib(margin)} free"
+        reason = msg("%(where)s keeps %(margin)s free", where=_where(where), margin=gib(margin))
     if len(candidates) > 1:
         required, usable = total_required, (pool if pool is not None else total_usable)
     return Verdict(status=status, margin_bytes=margin, utilization=round(utilization, 4), usable_bytes=usable,
                    required_bytes=required, limiting=where, reason=reason, uncertainty_bytes=uncertainty)
 
 
-def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.2f} GiB"
+def _where(name: str) -> str:
+    """A device's name as it is; "system RAM" as a translatable phrase."""
+    return msg("system RAM") if name == "system RAM" else name

@@ -9,6 +9,7 @@ the FitOutput contract of `fitprobe fit --json`.
 from __future__ import annotations
 
 from fitprobe.errors import UsageError
+from fitprobe.estimator.message import msg
 from fitprobe.usecases import PlanRequest, Probed, exit_code  # noqa: F401  (part of the API)
 
 
@@ -72,11 +73,12 @@ def _build(cls, **fields):
     known = {f.name for f in declared(cls)}
     unknown = sorted(set(fields) - known)
     if unknown:
-        raise UsageError(f"unknown option {', '.join(unknown)} ({cls.__name__} has: {', '.join(sorted(known))})")
+        raise UsageError(msg("unknown option %(unknown)s (%(record)s has: %(known)s)",
+                             unknown=', '.join(unknown), record=cls.__name__, known=', '.join(sorted(known))))
     try:
         return cls(**fields)
     except (TypeError, ValueError) as exc:
-        raise UsageError(f"invalid option: {exc}") from None
+        raise UsageError(msg("invalid option: %(exc)s", exc=exc)) from None
 
 
 def _fields(req: PlanRequest) -> dict:

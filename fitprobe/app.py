@@ -13,6 +13,7 @@ from fitprobe.catalogs.resolve import ResolvedModel, native_format
 from fitprobe.errors import UsageError  # noqa: F401  (re-exported: bad option values, exit code 2)
 from fitprobe.estimator.fields import asdict, replace
 from fitprobe.estimator.hardware import Device, Hardware
+from fitprobe.estimator.message import Num, msg
 from fitprobe.estimator.plan import PlanResult, Sizer
 from fitprobe.estimator.quant import QuantFormat
 from fitprobe.estimator.settings import ENGINE_KV_DTYPES, RunSettings
@@ -48,26 +49,29 @@ def catalog_hardware(gpu: str, count: int, *, usable_fraction: float, ram_bytes:
     if is_cpu(gpu):
         return Hardware(devices=[], system_ram_bytes=ram_bytes, usable_fraction=usable_fraction)
     if count < 1:
-        raise UsageError("--gpus must be at least 1")
+        raise UsageError(msg("--gpus must be at least 1"))
     if memory_gib is not None and memory_gib <= 0:
-        raise UsageError("--memory-gib must be positive")
+        raise UsageError(msg("--memory-gib must be positive"))
     hits = match_gpus(gpu)
     memory = int(memory_gib * (1 << 30)) if memory_gib else None
     if memory_gib and len(hits) > 1:  # '--gpu "M4 Max" --memory-gib 36' names the 36 GB variant
         hits = [e for e in hits if e.memory_gib == memory_gib] or hits
     if len(hits) > 1 or (needs_memory_size(gpu, hits) and not memory_gib):
         names = ", ".join(e.name for e in hits)
-        raise UsageError(f"'{gpu.strip()}' is ambiguous: {names}; name one, with its memory size" if len(hits) > 1
-                         else f"'{gpu.strip()}' needs a memory size (in the catalog: {names})")
+        raise UsageError(msg("'%(gpu)s' is ambiguous: %(names)s; name one, with its memory size", gpu=gpu.strip(),
+                             names=names) if len(hits) > 1
+                         else msg("'%(gpu)s' needs a memory size (in the catalog: %(names)s)", gpu=gpu.strip(),
+                                  names=names))
     entry = hits[0] if hits else None
     if entry is None and memory is None:
         hint = suggest_gpus(gpu)
-        raise UsageError(f"unknown GPU '{gpu}'" + (f"; did you mean: {', '.join(hint)}?" if hint else "")
-                         + " (fitprobe list gpus, or describe it with --memory-gib)")
+        raise UsageError(msg("unknown GPU '%(gpu)s'; did you mean: %(hint)s? (fitprobe list gpus, or describe it with "
+                             "--memory-gib)", gpu=gpu, hint=", ".join(hint)) if hint else
+                         msg("unknown GPU '%(gpu)s' (fitprobe list gpus, or describe it with --memory-gib)", gpu=gpu))
     if entry is None:
         device = Device(name=gpu.strip(), memory_bytes=memory)  # no bandwidth known: speed is not estimated
     elif entry.memory_gib is None and memory is None:
-        raise UsageError(f"the catalog has no memory size for {entry.name}: pass --memory-gib")
+        raise UsageError(msg("the catalog has no memory size for %(name)s: pass --memory-gib", name=entry.name))
     else:
         device = entry.device(memory_bytes=memory)
         count *= entry.devices_per_board  # a dual-chip board is two devices to the software
@@ -81,8 +85,8 @@ def require_known_ram(sized: Sized, hw: Hardware) -> None:
         return
     m = sized.result.memory
     need = (m.total_bytes + m.host_total_bytes) / (1 << 30)
-    raise UsageError(f"system RAM unknown: this CPU-only plan needs {need:.1f} GiB of RAM; pass --ram-gib N "
-                     "for a verdict (check --gpu cpu uses this machine's RAM)")
+    raise UsageError(msg("system RAM unknown: this CPU-only plan needs %(need)s GiB of RAM; pass --ram-gib N for a "
+                         "verdict (check --gpu cpu uses this machine's RAM)", need=Num(need, ".1f")))
 
 
 def pick_format(resolved: ResolvedModel, quant: str | None, engine: str | None = None,
@@ -107,7 +111,7 @@ def pick_format(resolved: ResolvedModel, quant: str | None, engine: str | None =
     fmt = table.find(name)
     if fmt is None:
         names = ", ".join(f.name for f in table.formats)
-        raise UsageError(f"unknown quantization '{name}' (choose from: {names})")
+        raise UsageError(msg("unknown quantization '%(name)s' (choose from: %(names)s)", name=name, names=names))
     return fmt
 
 
@@ -132,30 +136,37 @@ MAX_DEVICES = 4_096
 
 def check_settings(st: RunSettings, fmt: QuantFormat, hw: Hardware) -> None:
     if st.context > MAX_CONTEXT:
-        raise UsageError(f"--ctx {st.context:,} is not a possible context (at most {MAX_CONTEXT:,} tokens)")
+        raise UsageError(msg("--ctx %(context)s is not a possible context (at most %(max_context)s tokens)",
+                             context=Num(st.context, ","), max_context=Num(MAX_CONTEXT, ",")))
     if st.batch > MAX_SEQUENCES:
-        raise UsageError(f"--batch {st.batch:,} concurrent sequences is not plausible (at most {MAX_SEQUENCES:,})")
+        raise UsageError(msg("--batch %(batch)s concurrent sequences is not plausible (at most %(max_sequences)s)",
+                             batch=Num(st.batch, ","), max_sequences=Num(MAX_SEQUENCES, ",")))
     if len(hw.devices) > MAX_DEVICES:
-        raise UsageError(f"{len(hw.devices):,} GPUs is not plausible (at most {MAX_DEVICES:,})")
+        raise UsageError(msg("%(n_devices)s GPUs is not plausible (at most %(max_devices)s)",
+                             n_devices=Num(len(hw.devices), ","), max_devices=Num(MAX_DEVICES, ",")))
     if not hw.devices and st.engine in ("vllm", "sglang", "mlx"):
-        raise UsageError(f"{st.engine} needs a GPU and this plan has none: use --engine llama.cpp or ollama for CPU")
+        raise UsageError(msg("%(engine)s needs a GPU and this plan has none: use --engine llama.cpp or ollama for CPU",
+                             engine=st.engine))
     allowed = ENGINE_KV_DTYPES[st.engine]
     if st.kv_cache_dtype not in allowed:
-        raise UsageError(f"{st.engine} does not support KV cache type '{st.kv_cache_dtype}' "
-                         f"(it takes: {', '.join(allowed)})")
+        raise UsageError(msg("%(engine)s does not support KV cache type '%(kv_cache_dtype)s' (it takes: %(allowed)s)",
+                             engine=st.engine, kv_cache_dtype=st.kv_cache_dtype, allowed=', '.join(allowed)))
     if fmt.kind == "mlx" and st.engine != "mlx":
-        raise UsageError(f"{fmt.name} is MLX's own format: use --engine mlx, or a GGUF quant for {st.engine}")
+        raise UsageError(msg("%(name)s is MLX's own format: use --engine mlx, or a GGUF quant for %(engine)s",
+                             name=fmt.name, engine=st.engine))
     if fmt.kind == "checkpoint" and st.engine in ("llama.cpp", "ollama"):
-        raise UsageError(f"{st.engine} cannot load {fmt.name} checkpoints; use --engine vllm or a GGUF quant")
+        raise UsageError(msg("%(engine)s cannot load %(name)s checkpoints; use --engine vllm or a GGUF quant",
+                             engine=st.engine, name=fmt.name))
     if st.engine in ("mlx",) and hw.devices and not all(d.kind == "apple" for d in hw.devices):
-        raise UsageError("MLX runs on Apple silicon only")
+        raise UsageError(msg("MLX runs on Apple silicon only"))
     if any(d.kind == "hpu" for d in hw.devices) and (st.engine != "vllm" or fmt.kind not in ("native", "checkpoint")):
-        raise UsageError(f"Intel Gaudi runs vLLM (vllm-gaudi) with checkpoint formats only: {st.engine} with "
-                         f"{fmt.name} has no Gaudi backend (use --engine vllm and --quant BF16 or FP8)")
+        raise UsageError(msg("Intel Gaudi runs vLLM (vllm-gaudi) with checkpoint formats only: %(engine)s with "
+                             "%(name)s has no Gaudi backend (use --engine vllm and --quant BF16 or FP8)",
+                             engine=st.engine, name=fmt.name))
     if st.engine in ("vllm", "sglang") and any(d.kind == "apple" for d in hw.devices):
-        raise UsageError(f"{st.engine} does not run on Apple silicon; use llama.cpp or mlx")
+        raise UsageError(msg("%(engine)s does not run on Apple silicon; use llama.cpp or mlx", engine=st.engine))
     if st.kv_cache_dtype in ("q8_0", "q4_0") and st.engine in ("llama.cpp", "ollama") and not st.flash_attention:
-        raise UsageError("a quantized V cache needs flash attention in llama.cpp (drop --no-flash-attn)")
+        raise UsageError(msg("a quantized V cache needs flash attention in llama.cpp (drop --no-flash-attn)"))
 
 
 @dataclass
@@ -203,7 +214,7 @@ def size_plan(command: str, resolved: ResolvedModel, fmt: QuantFormat, st: RunSe
                                  + _ram_notes(hw, rec.mem) + _driver_total_notes(hw, rec_st))),
     )
     if subject.speed is None and hw.devices and subject.command:
-        out.notes.append("speed not estimated: a device has no bandwidth figure in the catalog")
+        out.notes.append(msg("speed not estimated: a device has no bandwidth figure in the catalog"))
     if result.verdict.status == "exceeds" or not subject.fits:
         from fitprobe.estimator.fixes import find_fixes
 
@@ -221,8 +232,10 @@ def _driver_total_notes(hw: Hardware, st: RunSettings) -> list[str]:
         return []
     notes = []
     for d in {d.name: d for d in hw.devices if d.driver_total_bytes}.values():
-        notes.append(f"{st.engine} sizes its share on the {d.driver_total_bytes / (1 << 30):.2f} GiB CUDA reports as "
-                     f"{d.name}'s total ({d.memory_bytes / (1 << 30):g} GiB physical, less the driver's reserve)")
+        notes.append(msg("%(engine)s sizes its share on the %(total)s GiB CUDA reports as %(gpu)s's total (%(physical)s "
+                         "GiB physical, less the driver's reserve)", engine=st.engine,
+                         total=Num(d.driver_total_bytes / (1 << 30), ".2f"), gpu=d.name,
+                         physical=Num(d.memory_bytes / (1 << 30), "g")))
     return notes
 
 
@@ -283,23 +296,27 @@ def changes_from_asked(plan, inp) -> list[str]:
 
     asked, out = inp.settings, []
     if plan.quant != asked.quant:
-        out.append(f"{plan.quant} instead of {asked.quant} ({plan.engine} loads {plan.quant})")
+        out.append(msg("%(quant)s instead of %(asked)s (%(engine)s loads %(quant)s)", quant=plan.quant,
+                       asked=asked.quant, engine=plan.engine))
     want = cap_context(inp, asked, plan.engine)[0].context if not inp.longest_context else None
     if want is not None and plan.context != asked.context:
-        out.append(f"context {ctx_text(plan.context)} instead of {ctx_text(asked.context)}")
+        out.append(msg("context %(context)s instead of %(asked)s", context=ctx_text(plan.context),
+                       asked=ctx_text(asked.context)))
     if plan.kv_cache_dtype != asked.kv_cache_dtype and asked.kv_cache_dtype != "auto":
-        out.append(f"{plan.kv_cache_dtype} KV cache instead of {asked.kv_cache_dtype}")
+        out.append(msg("%(kv)s KV cache instead of %(asked)s", kv=plan.kv_cache_dtype, asked=asked.kv_cache_dtype))
     if plan.cpu_moe_layers:
-        out.append(f"routed experts of {plan.cpu_moe_layers} blocks in RAM (--n-cpu-moe), {gib(plan.host_bytes)} in RAM")
+        out.append(msg("routed experts of %(blocks)s blocks in RAM (--n-cpu-moe), %(size)s in RAM",
+                       blocks=plan.cpu_moe_layers, size=gib(plan.host_bytes)))
     elif plan.gpu_layers is not None and inp.hw.devices and plan.gpu_layers < inp.spec.n_layers + 1 \
             and plan.engine in ("llama.cpp", "ollama"):
-        out.append(f"-ngl {plan.gpu_layers}: {inp.spec.n_layers + 1 - plan.gpu_layers} layers run from RAM "
-                   f"({gib(plan.host_bytes)} in RAM)")
+        out.append(msg("-ngl %(ngl)s: %(layers)s layers run from RAM (%(size)s in RAM)", ngl=plan.gpu_layers,
+                       layers=inp.spec.n_layers + 1 - plan.gpu_layers, size=gib(plan.host_bytes)))
     offload = next((f.value for f in plan.flags if f.flag == "--cpu-offload-gb"), None)
     if offload:
-        out.append(f"--cpu-offload-gb {offload}: weights cross PCIe every step")
+        out.append(msg("--cpu-offload-gb %(gb)s: weights cross PCIe every step", gb=offload))
     if plan.tensor_parallel < len(inp.hw.devices) and plan.engine in ("vllm", "sglang"):
-        out.append(f"uses {plan.tensor_parallel * plan.pipeline_parallel} of {len(inp.hw.devices)} GPUs")
+        out.append(msg("uses %(used)s of %(total)s GPUs", used=plan.tensor_parallel * plan.pipeline_parallel,
+                       total=len(inp.hw.devices)))
     return out
 
 
@@ -331,7 +348,8 @@ def _ram_notes(hw: Hardware, mem) -> list[str]:
     host = mem.host_total_bytes
     unified = bool(hw.devices) and all(d.unified_memory for d in hw.devices)
     if hw.system_ram_bytes is None and not unified and host > (1 << 30):
-        return [f"system RAM not given: the {host / (1 << 30):.1f} GiB held in RAM was not checked (pass --ram-gib)"]
+        return [msg("system RAM not given: the %(size)s GiB held in RAM was not checked (pass --ram-gib)",
+                    size=Num(host / (1 << 30), ".1f"))]
     return []
 
 
@@ -467,11 +485,12 @@ def fill_report(sized: Sized, resolved: ResolvedModel, fmt: QuantFormat, st: Run
     if best is not None:
         mem_b, verdict_b = sized_offers[(best.provider, best.instance)]
         picks.insert(min(3, len(picks)), Pick(
-            role="cheapest cloud", hardware=f"{best.provider} {best.instance}", gpu_key=best.gpu_key,
+            role=msg("cheapest cloud"), hardware=f"{best.provider} {best.instance}", gpu_key=best.gpu_key,
             count=best.gpu_count, engine=st.engine, status=best.status,
             total_bytes=mem_b.total_bytes + mem_b.host_total_bytes, usable_bytes=verdict_b.usable_bytes,
             decode_tps=best.aggregate_tps, usd_per_million_tokens=best.usd_per_million_tokens,
-            note=f"${best.price_per_hour_usd:.2f}/h, {best.tier}, checked {best.date_checked}"))
+            note=msg("$%(price)s/h, %(tier)s, checked %(date)s", price=Num(best.price_per_hour_usd, ".2f"),
+                     tier=best.tier, date=best.date_checked)))
     out.recommendations = picks
     multi = next((p for p in picks if p.role == "smallest multi-GPU set"), None)
     out.diagnosis = diagnose(sizer, fmt, st, sized.result, model=spec.name, hardware=hw.name,

@@ -14,7 +14,9 @@ import sys
 import click
 
 from fitprobe import __version__
-from fitprobe import errors
+from fitprobe import errors, i18n
+from fitprobe.i18n import N_
+from fitprobe.estimator.message import msg
 
 EXIT_FITS, EXIT_EXCEEDS = errors.FITS, errors.EXCEEDS
 EXIT_USAGE, EXIT_MODEL, EXIT_HARDWARE = errors.USAGE.code, errors.MODEL_NOT_FOUND.code, errors.HARDWARE.code
@@ -85,43 +87,47 @@ class ContextParam(click.ParamType):
 def size_options(f):
     """Options shared by plan and check."""
     opts = [
-        click.option("--quant", "-q", default=None, help="Q4_K_M (default), Q8_0, BF16, FP8, AWQ, native, ..."),
+        click.option("--quant", "-q", default=None, help=N_("Q4_K_M (default), Q8_0, BF16, FP8, AWQ, native, ...")),
         click.option("--ctx", "context", type=ContextParam(), default=8192, show_default=True,
-                     help="tokens per sequence: 8192, 32k, 128K, or max (the longest that fits)"),
-        click.option("--full", is_flag=True, help="also print the quantization matrix and the context table"),
-        click.option("--kv-cache", "kv_cache", default=None, help="KV cache type: f16, bf16, fp8, q8_0, q4_0, auto"),
-        click.option("--batch", type=int, default=1, show_default=True, help="concurrent sequences"),
+                     help=N_("tokens per sequence: 8192, 32k, 128K, or max (the longest that fits)")),
+        click.option("--full", is_flag=True, help=N_("also print the quantization matrix and the context table")),
+        click.option("--kv-cache", "kv_cache", default=None, help=N_("KV cache type: f16, bf16, fp8, q8_0, q4_0, auto")),
+        click.option("--batch", type=int, default=1, show_default=True, help=N_("concurrent sequences")),
         click.option("--engine", type=click.Choice(["llama.cpp", "vllm", "sglang", "ollama", "mlx"]), default=None,
-                     help="default: llama.cpp for GGUF quants, vLLM for checkpoints, MLX on Apple"),
-        click.option("--ubatch", type=int, default=512, show_default=True, help="llama.cpp micro-batch (-ub)"),
-        click.option("--no-flash-attn", is_flag=True, help="llama.cpp without flash attention"),
-        click.option("--ngl", "gpu_layers", type=int, default=None, help="llama.cpp -ngl (default: all layers)"),
-        click.option("--gpu-util", type=FRACTION, default=0.9, show_default=True, help="vLLM --gpu-memory-utilization"),
+                     help=N_("default: llama.cpp for GGUF quants, vLLM for checkpoints, MLX on Apple")),
+        click.option("--ubatch", type=int, default=512, show_default=True, help=N_("llama.cpp micro-batch (-ub)")),
+        click.option("--no-flash-attn", is_flag=True, help=N_("llama.cpp without flash attention")),
+        click.option("--ngl", "gpu_layers", type=int, default=None, help=N_("llama.cpp -ngl (default: all layers)")),
+        click.option("--gpu-util", type=FRACTION, default=0.9, show_default=True,
+                     help=N_("vLLM --gpu-memory-utilization")),
         click.option("--usable", "usable_fraction", type=FRACTION, default=0.95, show_default=True,
-                     help="share of physical memory treated as usable"),
-        click.option("--min-margin", default="0", help="margin below which the verdict is 'tight', e.g. 2GiB"),
-        click.option("--ram-gib", type=GIB_AMOUNT, default=None, help="system RAM for offload (default: unknown)"),
+                     help=N_("share of physical memory treated as usable")),
+        click.option("--min-margin", default="0", help=N_("margin below which the verdict is 'tight', e.g. 2GiB")),
+        click.option("--ram-gib", type=GIB_AMOUNT, default=None, help=N_("system RAM for offload (default: unknown)")),
         click.option("--ram-bw", type=positive(1e5), default=None,
-                     help="speed: system RAM bandwidth GB/s (default 89.6; measure it: fitprobe probe --bench)"),
+                     help=N_("speed: system RAM bandwidth GB/s (default 89.6; measure it: fitprobe probe --bench)")),
         click.option("--threads", "cpu_threads", type=click.IntRange(1, 4096), default=None,
-                     help="speed: CPU cores llama.cpp computes on (default: probed physical cores)"),
-        click.option("--token", default=None, help="Hugging Face token for gated repos (or HF_TOKEN)"),
-        click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of an org/name MODEL"),
+                     help=N_("speed: CPU cores llama.cpp computes on (default: probed physical cores)")),
+        click.option("--token", default=None, help=N_("Hugging Face token for gated repos (or HF_TOKEN)")),
+        click.option("--revision", default=None, help=N_("Hub revision (branch, tag or commit) of an org/name MODEL")),
         click.option("--timeout", "hub_timeout", type=Number(0.1, 3600), default=None,  # None: the lookup's 15 s
-                     help="seconds a Hub lookup may take in all (default 15; then exit 75: retry later)"),
-        click.option("--verbose", "-v", is_flag=True, help="show the Hub client's log lines and request counts"),
-        click.option("--json", "as_json", is_flag=True, help="print the JSON contract"),
-        click.option("--text", "also_text", is_flag=True, help="with --json: also print the human report on stderr"),
-        click.option("--brief", is_flag=True, help="JSON with only the verdict, the deployment, memory and speed "
-                                                  "(implies --json; see fitprobe schema --brief)"),
-        click.option("--fields", default=None, help="JSON with only these top-level fields, e.g. verdict,memory "
-                                                    "(implies --json)"),
+                     help=N_("seconds a Hub lookup may take in all (default 15; then exit 75: retry later)")),
+        click.option("--verbose", "-v", is_flag=True, help=N_("show the Hub client's log lines and request counts")),
+        click.option("--json", "as_json", is_flag=True, help=N_("print the JSON contract")),
+        click.option("--text", "also_text", is_flag=True, help=N_("with --json: also print the human report on stderr")),
+        click.option("--brief", is_flag=True, help=N_("JSON with only the verdict, the deployment, memory and speed "
+                                                     "(implies --json; see fitprobe schema --brief)")),
+        click.option("--fields", default=None, help=N_("JSON with only these top-level fields, e.g. verdict,memory "
+                                                       "(implies --json)")),
         click.option("--require-context", type=int, default=None,
-                     help="gate: the plan must serve this many tokens per sequence (sizes at least this context)"),
-        click.option("--require-tps", type=positive(1e6), default=None, help="gate: decode tokens/s per sequence the plan must reach"),
-        click.option("--strict", is_flag=True, help="gate: a 'tight' verdict fails"),
-        click.option("--verify", is_flag=True, help="run llama.cpp's llama-fit-params on this model and quant (a sparse GGUF, no download) and compare"),
-        click.option("--llama-fit-params", "fit_params_path", default=None, help="path of llama-fit-params (default: PATH)"),
+                     help=N_("gate: the plan must serve this many tokens per sequence (sizes at least this context)")),
+        click.option("--require-tps", type=positive(1e6), default=None,
+                     help=N_("gate: decode tokens/s per sequence the plan must reach")),
+        click.option("--strict", is_flag=True, help=N_("gate: a 'tight' verdict fails")),
+        click.option("--verify", is_flag=True, help=N_("run llama.cpp's llama-fit-params on this model and quant (a sparse "
+                                                       "GGUF, no download) and compare")),
+        click.option("--llama-fit-params", "fit_params_path", default=None,
+                     help=N_("path of llama-fit-params (default: PATH)")),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -169,6 +175,11 @@ class Group(LazyGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         argv = list(sys.argv[1:] if args is None else args)
         try:
+            i18n.set_language(i18n.choose(_lang_argument(argv)))  # first, so that every message is translated
+            localize(self)
+        except errors.FitprobeError as exc:
+            report_error(exc, as_json="--json" in argv)
+        try:
             rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except errors.FitprobeError as exc:
             report_error(exc, as_json="--json" in argv)
@@ -178,15 +189,50 @@ class Group(LazyGroup):
         except click.ClickException as exc:  # bad option or argument: one line, not the usage page
             report_error(errors.UsageError(_usage_message(exc)), as_json="--json" in argv)
         except (click.exceptions.Abort, KeyboardInterrupt):
-            report_error(errors.FitprobeError("interrupted", errors.INTERRUPTED), as_json=False)
+            report_error(errors.FitprobeError(msg("interrupted"), errors.INTERRUPTED), as_json=False)
         except OSError as exc:
             if exc.errno not in _OUTPUT_ERRNOS:
                 raise
-            report_error(errors.FitprobeError(f"cannot write the output: {os.strerror(exc.errno)}", errors.OUTPUT),
+            report_error(errors.FitprobeError(msg("cannot write the output: %(reason)s", reason=os.strerror(exc.errno)),
+                                              errors.OUTPUT),
                          as_json=False)
         if standalone_mode:
             sys.exit(rv if isinstance(rv, int) else 0)
         return rv
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is not None:
+            localize(command)
+        return command
+
+
+LANG_OPTION_HELP = N_("language of the text: en, es, de or zh (default: LC_ALL, LC_MESSAGES, LANG)")
+
+
+def localize(command: click.Command) -> None:
+    """Give a command the --lang option (read before parsing, by Group.main) and its help texts in the
+    active language (they are msgids, marked with N_ where they are written; the msgids are kept, so
+    one process can show several languages)."""
+    if not any(p.name == "lang" for p in command.params):
+        command.params.append(click.Option(["--lang"], metavar="LANG", expose_value=False, help=LANG_OPTION_HELP))
+    items = [command, *command.params]
+    msgids = command.__dict__.setdefault("_help_msgids", [getattr(i, "help", None) for i in items])
+    for item, msgid in zip(items, msgids):
+        if msgid:
+            item.help = i18n._(msgid)
+
+
+def _lang_argument(argv: list[str]) -> str | None:
+    """The value of --lang anywhere before `--` (None when absent; click reports a missing value)."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--lang" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--lang="):
+            return arg[len("--lang="):]
+    return None
 
 
 _OUTPUT_ERRNOS = {errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT}
@@ -197,7 +243,7 @@ def _usage_message(exc: click.ClickException) -> str:
     message = exc.format_message()
     ctx = getattr(exc, "ctx", None)
     if ctx is not None:
-        message += f" (see: {ctx.command_path} --help)"
+        return msg("%(message)s (see: %(command)s --help)", message=message, command=ctx.command_path)
     return message
 
 
@@ -208,7 +254,7 @@ def report_error(exc: errors.FitprobeError, *, as_json: bool) -> None:
         import json
 
         lines.append((sys.stdout, json.dumps(exc.as_dict())))
-    lines.append((sys.stderr, f"error: {exc}"))
+    lines.append((sys.stderr, i18n._("error: %(message)s") % {"message": i18n.say(exc.text)}))
     for stream, text in lines:
         try:
             stream.write(text + "\n")
@@ -241,37 +287,38 @@ OPTIONAL_COMMANDS = {
 }
 
 
-@click.group(cls=Group, lazy=OPTIONAL_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, lazy=OPTIONAL_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
+             help=N_("Will this LLM run on this hardware, how well, and with which launch flags?"))
 @click.version_option(__version__, prog_name="fitprobe")
 def main():
-    """Will this LLM run on this hardware, how well, and with which launch flags?"""
+    """The command group; its help text is the msgid above (translated by `localize`)."""
 
 
-@main.command()
+@main.command(help=N_("Size MODEL on named hardware (bundled name, HF id, directory, config.json or .gguf)."))
 @click.argument("model")
-@click.option("--gpu", required=True, help="catalog GPU name (e.g. 'RTX 4090', 'H100 SXM', 'M4 Max'), or 'cpu'")
-@click.option("--gpus", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True, help="number of identical GPUs")
-@click.option("--memory-gib", type=GIB_AMOUNT, default=None, help="memory of each GPU (a device the catalog lacks, or override)")
+@click.option("--gpu", required=True, help=N_("catalog GPU name (e.g. 'RTX 4090', 'H100 SXM', 'M4 Max'), or 'cpu'"))
+@click.option("--gpus", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
+              help=N_("number of identical GPUs"))
+@click.option("--memory-gib", type=GIB_AMOUNT, default=None,
+              help=N_("memory of each GPU (a device the catalog lacks, or override)"))
 @size_options
 def plan(model, gpu, gpus, **opts):
-    """Size MODEL on named hardware (bundled name, HF id, directory, config.json or .gguf)."""
     from fitprobe import commands
 
     commands.run_plan("plan", model, gpu=gpu, gpus=gpus, **opts)
 
 
-@main.command()
+@main.command(help=N_("Size MODEL on this machine: probe its GPUs and RAM, then plan (idle and right now)."))
 @click.argument("model")
-@click.option("--gpu", default=None, help="override the probe with a catalog GPU name (or 'cpu')")
+@click.option("--gpu", default=None, help=N_("override the probe with a catalog GPU name (or 'cpu')"))
 @click.option("--gpus", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
-              help="with --gpu: number of identical GPUs")
+              help=N_("with --gpu: number of identical GPUs"))
 @click.option("--expect-gpus", type=click.IntRange(0, MAX_GPUS), default=None,
-              help="hardware gate: exit 4 when the probe sees fewer GPUs than this")
+              help=N_("hardware gate: exit 4 when the probe sees fewer GPUs than this"))
 @click.option("--gate-on", type=click.Choice(["now", "idle"]), default="now", show_default=True,
-              help="judge the verdict and gate on free memory right now, or on the idle device")
+              help=N_("judge the verdict and gate on free memory right now, or on the idle device"))
 @size_options
 def check(model, gpu, gpus, **opts):
-    """Size MODEL on this machine: probe its GPUs and RAM, then plan (idle and right now)."""
     from fitprobe import commands
 
     commands.run_check(model, gpu=gpu, gpus=gpus, **opts)

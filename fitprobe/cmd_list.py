@@ -3,22 +3,30 @@ from __future__ import annotations
 
 import click
 
+from fitprobe.i18n import N_, _, ljust
 
-@click.command("list")
+COLUMNS = {"name": N_("name"), "hf_id": N_("hf_id"), "params_b": N_("params_b"), "key": N_("key"),
+           "memory_gib": N_("memory_gib"), "bandwidth_gbs": N_("bandwidth_gbs"), "kind": N_("kind"),
+           "label": N_("label")}  # the text table's headers; the JSON keeps the keys
+
+
+@click.command("list", help=N_("List the bundled models, GPUs or quantization formats."))
 @click.argument("what", type=click.Choice(["models", "gpus", "quants"]))
-@click.option("--json", "as_json", is_flag=True, help="machine-readable list")
+@click.option("--json", "as_json", is_flag=True, help=N_("machine-readable list"))
 def list_command(what: str, as_json: bool):
-    """List the bundled models, GPUs or quantization formats."""
     import json
 
     rows = _rows(what)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    cells = [list(rows[0])] + [["" if v is None else str(v) for v in row.values()] for row in rows] if rows else []
-    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))] if cells else []
+    from fitprobe.i18n import width
+
+    head = [_(COLUMNS.get(k, k)) for k in rows[0]] if rows else []
+    cells = [head] + [["" if v is None else str(v) for v in row.values()] for row in rows] if rows else []
+    widths = [max(width(r[i]) for r in cells) for i in range(len(cells[0]))] if cells else []
     for r in cells:  # whole names, columns aligned: a name is never cut
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        click.echo("  ".join(ljust(c, w) for c, w in zip(r, widths)).rstrip())
 
 
 def _rows(what: str) -> list[dict]:

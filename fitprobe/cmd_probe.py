@@ -5,9 +5,12 @@ import sys
 
 import click
 
+from fitprobe.estimator.message import msg
+from fitprobe.i18n import N_, _, ljust, rjust, say, spec
+
 
 def _gib(n: int | None) -> str:
-    return f"{n / 1024**3:.1f} GiB" if n else "-"
+    return spec(n / 1024**3, ".1f", "GiB") if n else "-"
 
 
 def render_report(report) -> str:
@@ -15,12 +18,13 @@ def render_report(report) -> str:
     lines = []
     visible = [g for g in report.gpus if g.visible]
     if not visible:
-        lines.append("no GPU: CPU/RAM only")
+        lines.append(_("no GPU: CPU/RAM only"))
     else:
-        lines.append(f"{'#':>2}  {'device':<34} {'total':>10} {'free':>10}  {'source':<11} catalog")
+        lines.append(f"{'#':>2}  " + ljust(_("device"), 34) + " " + rjust(_("total"), 10) + " " + rjust(_("free"), 10)
+                     + "  " + ljust(_("source"), 11) + " " + _("catalog"))
     for g in report.gpus:
-        flag = "" if g.visible else f"  [{g.hidden_reason}]"
-        usable = f" (usable cap {_gib(g.usable_cap_bytes)})" if g.usable_cap_bytes else ""
+        flag = "" if g.visible else f"  [{say(g.hidden_reason)}]"
+        usable = " (" + _("usable cap %(size)s") % {"size": _gib(g.usable_cap_bytes)} + ")" if g.usable_cap_bytes else ""
         match = g.catalog_name or "-"
         lines.append(
             f"{g.index:>2}  {g.name[:34]:<34} {_gib(g.memory_total_bytes):>10} {_gib(g.memory_free_bytes):>10}"
@@ -32,36 +36,40 @@ def render_report(report) -> str:
                 f"{_gib(inst.memory_free_bytes):>10}"
             )
         for note in ([g.match_note] if g.match_note else []) + g.notes:
-            lines.append(f"      - {note}")
+            lines.append(f"      - {say(note)}")
     cpu = report.cpu
     if cpu is not None:
-        cores = f"{cpu.physical_cores or '?'} cores / {cpu.logical_cores or '?'} threads"
+        cores = _("%(cores)s cores / %(threads)s threads") % {"cores": cpu.physical_cores or "?",
+                                                              "threads": cpu.logical_cores or "?"}
         flags = " ".join(cpu.flags) or "-"
-        lines.append(f"CPU: {cpu.model or 'unknown'} ({cores}); flags: {flags}")
-    ram = f"RAM: {_gib(report.ram_total_bytes)} total, {_gib(report.ram_available_bytes)} available"
+        lines.append(_("CPU: %(model)s (%(cores)s); flags: %(flags)s") % {
+            "model": cpu.model or _("unknown"), "cores": cores, "flags": flags})
+    ram = _("RAM: %(total)s total, %(available)s available") % {"total": _gib(report.ram_total_bytes),
+                                                                "available": _gib(report.ram_available_bytes)}
     if report.cgroup_limit_bytes:
-        ram += f"; container limit {_gib(report.cgroup_limit_bytes)}"
+        ram += "; " + _("container limit %(size)s") % {"size": _gib(report.cgroup_limit_bytes)}
     lines.append(ram)
     if report.ram_bandwidth_gbs:
-        lines.append(f"RAM bandwidth: {report.ram_bandwidth_gbs:.1f} GB/s measured ({report.ram_bandwidth_method}); "
-                     f"pass it to plan/check as --ram-bw {report.ram_bandwidth_gbs:.0f}")
+        lines.append(_("RAM bandwidth: %(gbs)s GB/s measured (%(method)s); pass it to plan/check as --ram-bw %(flag)s")
+                     % {"gbs": spec(report.ram_bandwidth_gbs, ".1f"), "method": report.ram_bandwidth_method,
+                        "flag": f"{report.ram_bandwidth_gbs:.0f}"})
     if report.visible_masks:
-        lines.append("masks: " + ", ".join(f"{k}={v}" for k, v in report.visible_masks.items()))
-    lines.append("backends:")
+        lines.append(_("masks: %(masks)s") % {"masks": ", ".join(f"{k}={v}" for k, v in report.visible_masks.items())})
+    lines.append(_("backends:"))
     for b in report.backends:
-        state = f"found {b.devices}" if b.present else "FAILED" if b.failed else "not present"
-        lines.append(f"  {b.name:<11} {state}" + (f" ({b.reason})" if b.reason else ""))
+        state = (_("found %(devices)s") % {"devices": b.devices} if b.present else _("FAILED") if b.failed
+                 else _("not present"))
+        lines.append(f"  {b.name:<11} {state}" + (f" ({say(b.reason)})" if b.reason else ""))
     for note in report.notes:
-        lines.append(f"note: {note}")
+        lines.append(_("note: %(note)s") % {"note": say(note)})
     return "\n".join(lines)
 
 
-@click.command("probe")
-@click.option("--json", "as_json", is_flag=True, help="Print the full probe report as JSON.")
-@click.option("--bench", is_flag=True, help="Also measure the RAM bandwidth (a memory copy, under 2 s).")
+@click.command("probe", help=N_("Show the GPUs, CPU and RAM this machine has, and where each number came from. Exit 4 "
+                                "when a vendor tool or library is there but failed (the report says which)."))
+@click.option("--json", "as_json", is_flag=True, help=N_("Print the full probe report as JSON."))
+@click.option("--bench", is_flag=True, help=N_("Also measure the RAM bandwidth (a memory copy, under 2 s)."))
 def probe_command(as_json: bool, bench: bool) -> None:
-    """Show the GPUs, CPU and RAM this machine has, and where each number came from.
-    Exit 4 when a vendor tool or library is there but failed (the report says which)."""
     from fitprobe.errors import HARDWARE, HardwareError
 
     try:
@@ -79,9 +87,11 @@ def probe_command(as_json: bool, bench: bool) -> None:
     except Exception as exc:  # noqa: BLE001 - the probe must never end in a traceback
         from fitprobe.cli import report_error
 
-        report_error(HardwareError(f"probe failed: {type(exc).__name__}: {exc}"), as_json=as_json)
+        report_error(HardwareError(msg("probe failed: %(error_type)s: %(exc)s",
+                                       error_type=type(exc).__name__, exc=exc)), as_json=as_json)
     click.echo(out)
     failed = [b for b in report.backends if b.failed]
     if failed:
-        click.echo("error: hardware not probeable: " + "; ".join(f"{b.name}: {b.reason}" for b in failed), err=True)
+        click.echo(_("error: %(message)s") % {"message": _("hardware not probeable: %(why)s") % {
+            "why": "; ".join(f"{b.name}: {say(b.reason)}" for b in failed)}}, err=True)
         sys.exit(HARDWARE.code)

@@ -8,6 +8,8 @@ import sys
 import click
 
 from .cli import EXIT_EXCEEDS, EXIT_FITS, EXIT_OUTPUT, EXIT_USAGE, MAX_GPUS, Number, fail, positive, size_options
+from .estimator.message import msg
+from .i18n import N_, _, ljust, rjust, say, spec, width
 
 GIB = 1 << 30
 
@@ -31,15 +33,15 @@ def _report_options(f):
     return f
 
 
-@click.command("report")
+@click.command("report", help=N_("The full report for MODEL on named (--gpu) or probed hardware; without MODEL, the "
+                                 "hardware page: which catalog models run there, at which format and speed (as "
+                                 "`fitprobe fit`)."))
 @click.argument("model", required=False)
 @click.option("--gpu", default=None, help="catalog GPU name or 'cpu' (default: probe this machine)")
 @click.option("--gpus", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True, help="number of identical GPUs")
 @size_options
 @_report_options
 def report_command(model, gpu, gpus, **opts):
-    """The full report for MODEL on named (--gpu) or probed hardware; without MODEL, the hardware page:
-    which catalog models run there, at which format and speed (as `fitprobe fit`)."""
     if model is None:
         hardware_page(gpu, gpus, opts)
     from fitprobe.app import UsageError
@@ -62,7 +64,7 @@ def report_command(model, gpu, gpus, **opts):
     elif not opts["html_path"]:
         click.echo(render_text(out))
     else:
-        click.echo(f"wrote {opts['html_path']}")
+        click.echo(_("wrote %(path)s") % {"path": opts["html_path"]})
     sys.exit(EXIT_EXCEEDS if out.verdict.status == "exceeds" else EXIT_FITS)
 
 
@@ -72,7 +74,7 @@ def write_html(path: str, page: str) -> None:
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(page)
     except OSError as exc:
-        fail(f"cannot write {path}: {exc.strerror}", EXIT_OUTPUT)
+        fail(msg("cannot write %(path)s: %(reason)s", path=path, reason=exc.strerror), EXIT_OUTPUT)
 
 
 def hardware_page(gpu: str | None, gpus: int, opts: dict) -> None:
@@ -95,7 +97,7 @@ def hardware_page(gpu: str | None, gpus: int, opts: dict) -> None:
 
         click.echo(render_table(out))
     else:
-        click.echo(f"wrote {opts['html_path']}")
+        click.echo(_("wrote %(path)s") % {"path": opts["html_path"]})
     sys.exit(EXIT_FITS if any(r.runs for r in out.rows) else EXIT_EXCEEDS)
 
 
@@ -115,7 +117,7 @@ def build(model: str, gpu: str | None, gpus: int, opts: dict):
                              gradient_checkpointing=not opts["ft_no_checkpointing"], lora_rank=opts["lora_rank"],
                              optimizer=opts["ft_optimizer"], fused_loss=opts["fused_loss"])
     except ValueError as exc:  # a bound or choice the options check
-        raise UsageError(f"invalid option: {exc}") from None
+        raise UsageError(msg("invalid option: %(exc)s", exc=exc)) from None
     request = request_from(model, gpu, gpus, opts)
     lookup = hub_lookup(model, opts)
     try:
@@ -129,74 +131,105 @@ def build(model: str, gpu: str | None, gpus: int, opts: dict):
 
 
 def _g(n: float | None) -> str:
-    return "-" if n is None else f"{n / GIB:,.2f}"
+    return "-" if n is None else spec(n / GIB, ",.2f")
 
 
-def _num(x: float | None, fmt: str = "{:,.1f}") -> str:
-    return "-" if x is None else fmt.format(x)
+def _num(x: float | None, fmt: str = ",.1f") -> str:
+    return "-" if x is None else spec(x, fmt)
+
+
+def _widths(head: list[str], columns: tuple[int, ...]) -> list[int]:
+    """Each column's width: its English width, or its translated header and a space."""
+    return [max(n, width(h) + 1) for h, n in zip(head, columns)]
+
+
+STATUS_WORDS = {"fits": N_("fits"), "tight": N_("tight"), "exceeds": N_("exceeds")}  # as the JSON spells them
 
 
 def render_text(o) -> str:
-    """The plan page followed by the report sections."""
-    from fitprobe.render import render_plan
+    """The plan page followed by the report sections, in the language fitprobe.i18n has chosen."""
+    from fitprobe.render import BOUND, render_plan
+
+    def status(value: str) -> str:
+        return _(STATUS_WORDS.get(value, value))
 
     lines = [render_plan(o, full=True)]
     sp = o.speed
-    lines += ["", "Speed"]
+    lines += ["", _("Speed")]
     if sp:
+        decode = _("%(tps)s tok/s per sequence") % {"tps": _num(sp.decode_tps)}
+        if sp.batch > 1:
+            decode += ", " + _("%(tps)s tok/s over %(n)s sequences") % {"tps": _num(sp.aggregate_tps), "n": sp.batch}
+        decode += "  (" + _("%(bound)s bound; %(gb)s GB read per step") % {
+            "bound": _(BOUND.get(sp.bound, sp.bound)), "gb": spec(sp.bytes_per_token / 1e9, ".2f")} + ")"
+        backend = _("%(backend)s: η %(eta)s, MFU %(mfu)s, t_fixed %(fixed)s ms") % {
+            "backend": sp.backend, "eta": spec(sp.efficiency.bandwidth, ".2f"), "mfu": spec(sp.efficiency.compute, ".2f"),
+            "fixed": spec(sp.efficiency.fixed_ms, ".2f")}
         lines += [
-            f"  decode        {sp.decode_tps:,.1f} tok/s per sequence"
-            + (f", {sp.aggregate_tps:,.1f} tok/s over {sp.batch} sequences" if sp.batch > 1 else "")
-            + f"  ({sp.bound} bound; {sp.bytes_per_token / 1e9:.2f} GB read per step)",
-            f"  prefill       {_num(sp.prefill_tps)} tok/s;  TTFT for a {sp.prompt_tokens:,}-token prompt: "
-            f"{_num(sp.ttft_ms, '{:,.0f}')} ms",
-            f"  backend       {sp.backend}: η {sp.efficiency.bandwidth:.2f}, MFU {sp.efficiency.compute:.2f}, "
-            f"t_fixed {sp.efficiency.fixed_ms:.2f} ms" + ("" if sp.efficiency.calibrated else " (uncalibrated)"),
-        ] + [f"  - {n}" for n in sp.notes]
+            "  " + ljust(_("decode"), 14) + decode,
+            "  " + ljust(_("prefill"), 14) + _("%(tps)s tok/s;  TTFT for a %(prompt)s-token prompt: %(ttft)s ms") % {
+                "tps": _num(sp.prefill_tps), "prompt": spec(sp.prompt_tokens, ","), "ttft": _num(sp.ttft_ms, ",.0f")},
+            "  " + ljust(_("backend"), 14) + backend + ("" if sp.efficiency.calibrated else " " + _("(uncalibrated)")),
+        ] + [f"  - {say(n)}" for n in sp.notes]
     else:
-        lines.append("  not estimated (see notes)")
+        lines.append("  " + _("not estimated (see notes)"))
     c = o.cost
     if c:
-        lines += ["", f"Cloud cost ({c.options.hours_per_day:g} h/day)",
-                  f"  {'provider':<14}{'instance':<34}{'$/h':>7}{'$/month':>10}{'tok/s':>9}{'$/1M tok':>10}  fit"]
+        head = [_("provider"), _("instance"), "$/h", _("$/month"), "tok/s", _("$/1M tok"), _("fit")]
+        w = _widths(head, (14, 34, 7, 10, 9, 10))
+        lines += ["", _("Cloud cost (%(hours)s h/day)") % {"hours": spec(c.options.hours_per_day, "g")},
+                  "  " + ljust(head[0], w[0]) + ljust(head[1], w[1]) + "".join(rjust(h, n) for h, n in zip(head[2:6], w[2:]))
+                  + "  " + head[6]]
         for off in [x for x in c.offers if x.status != "exceeds"][:10]:
-            lines.append(f"  {off.provider[:13]:<14}{off.instance[:33]:<34}{off.price_per_hour_usd:>7.2f}"
-                         f"{off.monthly_usd:>10.2f}{_num(off.aggregate_tps):>9}"
-                         f"{_num(off.usd_per_million_tokens, '{:,.2f}'):>10}  {off.status}")
+            cells = [spec(off.price_per_hour_usd, ".2f"), spec(off.monthly_usd, ".2f"), _num(off.aggregate_tps),
+                     _num(off.usd_per_million_tokens, ",.2f")]
+            lines.append("  " + ljust(off.provider[:13], w[0]) + ljust(off.instance[:33], w[1])
+                         + "".join(rjust(x, n) for x, n in zip(cells, w[2:])) + "  " + status(off.status))
         r = c.rent_vs_buy
-        lines += ["", "Rent vs buy",
-                  f"  hardware ${_num(r.hardware_price_usd, '{:,.0f}')} ({r.price_basis}); electricity "
-                  f"${_num(r.electricity_monthly_usd, '{:,.2f}')}/month at {r.tdp_w or '-'} W, "
-                  f"${r.electricity_usd_per_kwh:g}/kWh, {r.hours_per_day:g} h/day",
-                  f"  renting {r.rent_instance or '-'}: ${_num(r.rent_monthly_usd, '{:,.2f}')}/month; "
-                  f"months to amortize: {_num(r.months_to_amortize)}"] + ([f"  - {r.note}"] if r.note else [])
+        lines += ["", _("Rent vs buy"),
+                  "  " + _("hardware $%(price)s (%(basis)s); electricity $%(power)s/month at %(watts)s W, $%(kwh)s/kWh, "
+                           "%(hours)s h/day") % {
+                      "price": _num(r.hardware_price_usd, ",.0f"), "basis": say(r.price_basis),
+                      "power": _num(r.electricity_monthly_usd, ",.2f"), "watts": spec(r.tdp_w) if r.tdp_w else "-",
+                      "kwh": spec(r.electricity_usd_per_kwh, "g"), "hours": spec(r.hours_per_day, "g")},
+                  "  " + _("renting %(instance)s: $%(monthly)s/month; months to amortize: %(months)s") % {
+                      "instance": r.rent_instance or "-", "monthly": _num(r.rent_monthly_usd, ",.2f"),
+                      "months": _num(r.months_to_amortize)}] + ([f"  - {say(r.note)}"] if r.note else [])
     f = o.finetune
     if f:
         fo = f.options
-        lines += ["", f"Fine-tuning memory (seq {fo.seq_len}, micro-batch {fo.micro_batch}, "
-                      f"{'checkpointing' if fo.gradient_checkpointing else 'no checkpointing'}, {fo.optimizer}, "
-                      f"LoRA r={fo.lora_rank}) GiB",
-                  f"  {'method':<42}{'weights':>9}{'grad+opt':>10}{'activ.':>8}{'total':>9}  here  smallest GPU"]
+        checkpointing = _("checkpointing") if fo.gradient_checkpointing else _("no checkpointing")
+        head = [_("method"), _("weights"), _("grad+opt"), _("activ."), _("total"), _("here"), _("smallest GPU")]
+        w = _widths(head, (42, 9, 10, 8, 9))
+        lines += ["", _("Fine-tuning memory (seq %(seq)s, micro-batch %(micro)s, %(checkpointing)s, %(optimizer)s, "
+                        "LoRA r=%(rank)s) GiB") % {"seq": fo.seq_len, "micro": fo.micro_batch,
+                                                   "checkpointing": checkpointing, "optimizer": fo.optimizer,
+                                                   "rank": fo.lora_rank},
+                  "  " + ljust(head[0], w[0]) + "".join(rjust(h, n) for h, n in zip(head[1:5], w[1:]))
+                  + "  " + head[5] + "  " + head[6]]
         for m in f.methods:
-            here = "-" if m.fits is None else ("yes" if m.fits else f"no ({m.devices_needed or '>64'} needed)")
-            lines.append(f"  {m.label:<42}{_g(m.weights_bytes):>9}{_g(m.grads_optimizer_bytes):>10}"
-                         f"{_g(m.activations_bytes):>8}{_g(m.total_bytes):>9}  {here}  {m.smallest_gpu or '-'}")
+            here = ("-" if m.fits is None else _("yes") if m.fits
+                    else _("no (%(n)s needed)") % {"n": m.devices_needed or ">64"})
+            cells = [_g(m.weights_bytes), _g(m.grads_optimizer_bytes), _g(m.activations_bytes), _g(m.total_bytes)]
+            lines.append("  " + ljust(say(m.label), w[0]) + "".join(rjust(x, n) for x, n in zip(cells, w[1:]))
+                         + f"  {here}  {m.smallest_gpu or '-'}")
     if o.recommendations:
-        lines += ["", "Recommended hardware"]
+        lines += ["", _("Recommended hardware")]
         for p in o.recommendations:
             extra = []
             if p.decode_tps:
-                extra.append(f"~{p.decode_tps:,.1f} tok/s")
+                extra.append(f"~{_num(p.decode_tps)} tok/s")
             if p.price_usd:
-                extra.append(f"${p.price_usd:,.0f} ({p.price_basis})")
+                extra.append(f"${_num(p.price_usd, ',.0f')} ({say(p.price_basis)})")
             if p.usd_per_usable_gib:
-                extra.append(f"${p.usd_per_usable_gib:,.1f}/usable GiB")
+                extra.append(_("$%(price)s/usable GiB") % {"price": _num(p.usd_per_usable_gib, ",.1f")})
             if p.usd_per_million_tokens:
-                extra.append(f"${p.usd_per_million_tokens:,.2f}/1M tok")
+                extra.append(_("$%(price)s/1M tok") % {"price": _num(p.usd_per_million_tokens, ",.2f")})
             if p.note:
-                extra.append(p.note)
-            lines.append(f"  {p.role + ':':<26}{p.hardware} [{p.engine}, {p.status}] " + ", ".join(extra))
+                extra.append(say(p.note))
+            lines.append("  " + ljust(say(p.role) + ":", 26) + f"{p.hardware} [{p.engine}, {status(p.status)}] "
+                         + ", ".join(extra))
     d = o.diagnosis
     if d:
-        lines += ["", "Diagnosis", f"  {d.verdict}"] + [f"  - {t}" for t in d.tips] + [f"  {d.kv}"]
+        lines += ["", _("Diagnosis"), f"  {say(d.verdict)}"] + [f"  - {say(t)}" for t in d.tips] + [f"  {say(d.kv)}"]
     return "\n".join(lines)

@@ -10,6 +10,9 @@ import ipaddress
 
 import click
 
+from fitprobe.estimator.message import msg
+from fitprobe.i18n import N_
+
 MIN_TOKEN_CHARS = 16
 
 
@@ -22,35 +25,36 @@ def is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve to any interface
 
 
-@click.command("serve")
+@click.command("serve", help=N_("Serve the HTTP API: /v1/plan, /v1/check, /v1/probe, /v1/schema, /metrics, /docs."))
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="address to listen on; anything but loopback needs --token")
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="0: any free port")
+              help=N_("address to listen on; anything but loopback needs --token"))
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help=N_("0: any free port"))
 @click.option("--token", envvar="FITPROBE_TOKEN", default=None, show_envvar=True,
-              help="bearer token every endpoint but /healthz requires (prefer the environment variable)")
+              help=N_("bearer token every endpoint but /healthz requires (prefer the environment variable)"))
 @click.option("--watch", multiple=True, metavar="MODEL",
-              help="report this model's fit right now in /metrics (repeat, or comma-separate)")
+              help=N_("report this model's fit right now in /metrics (repeat, or comma-separate)"))
 @click.option("--probe-ttl", type=click.FloatRange(0, 3600), default=5.0, show_default=True,
-              help="seconds a probe is reused")
+              help=N_("seconds a probe is reused"))
 @click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
-              help="sizing requests run at once")
+              help=N_("sizing requests run at once"))
 @click.option("--timeout", "request_timeout", type=click.FloatRange(0.1, 3600), default=30.0, show_default=True,
-              help="seconds a request may take (then 504)")
+              help=N_("seconds a request may take (then 504)"))
 @click.option("--max-body", type=click.IntRange(256, 16 << 20), default=64 * 1024, show_default=True,
-              help="largest request body, bytes (then 413)")
+              help=N_("largest request body, bytes (then 413)"))
 def serve_command(host, port, token, watch, probe_ttl, concurrency, request_timeout, max_body):
-    """Serve the HTTP API: /v1/plan, /v1/check, /v1/probe, /v1/schema, /metrics, /docs."""
     from fitprobe.cli import EXIT_USAGE, fail
 
     if token is not None and len(token.strip()) < MIN_TOKEN_CHARS:
-        fail(f"the bearer token must have at least {MIN_TOKEN_CHARS} characters", EXIT_USAGE)
+        fail(msg("the bearer token must have at least %(min_token_chars)s characters",
+                 min_token_chars=MIN_TOKEN_CHARS), EXIT_USAGE)
     if not is_loopback(host) and not token:
-        fail(f"listening on {host} exposes this host's hardware and sizing to the network: set a bearer token "
-             "with FITPROBE_TOKEN (or --token), or keep --host 127.0.0.1", EXIT_USAGE)
+        fail(msg("listening on %(host)s exposes this host's hardware and sizing to the network: set a bearer token "
+                 "with FITPROBE_TOKEN (or --token), or keep --host 127.0.0.1", host=host), EXIT_USAGE)
     try:
         from fitprobe.server import ServeSettings, create_app
     except ImportError as exc:
-        fail(f"fitprobe serve needs the serve extra ({exc.name} is missing): pip install 'fitprobe[serve]'",
+        fail(msg("fitprobe serve needs the serve extra (%(name)s is missing): pip install 'fitprobe[serve]'",
+                 name=exc.name),
              EXIT_USAGE)
     models = [m.strip() for item in watch for m in item.split(",") if m.strip()]
     settings = ServeSettings(token=token.strip() if token else None, probe_ttl_s=probe_ttl,
@@ -75,8 +79,10 @@ def listen(host: str, port: int):
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            fail(f"{host}:{port} is already in use (another fitprobe serve?): stop it or choose --port", EXIT_USAGE)
-        fail(f"cannot listen on {host}:{port}: {exc.strerror}", EXIT_USAGE)
+            fail(msg("%(host)s:%(port)s is already in use (another fitprobe serve?): stop it or choose --port",
+                     host=host, port=port), EXIT_USAGE)
+        fail(msg("cannot listen on %(host)s:%(port)s: %(reason)s", host=host, port=port, reason=exc.strerror),
+             EXIT_USAGE)
     sock.listen(128)
     sock.set_inheritable(True)
     return sock

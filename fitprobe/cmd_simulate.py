@@ -8,19 +8,21 @@ import sys
 import click
 
 from .cli import EXIT_EXCEEDS, EXIT_USAGE, fail, size_options
+from .estimator.message import join, msg
+from .i18n import N_, _
 
 
-@click.command("simulate")
+@click.command("simulate", help=N_("Play MODEL's estimated time to first token and decode speed on named (--gpu) or "
+                                   "probed hardware."))
 @click.argument("model")
-@click.option("--gpu", default=None, help="catalog GPU name or 'cpu' (default: probe this machine)")
-@click.option("--gpus", type=int, default=1, show_default=True, help="number of identical GPUs")
-@click.option("--memory-gib", type=float, default=None, help="memory of each GPU (a device the catalog lacks)")
-@click.option("--tokens", "n_tokens", type=int, default=120, show_default=True, help="tokens to generate")
+@click.option("--gpu", default=None, help=N_("catalog GPU name or 'cpu' (default: probe this machine)"))
+@click.option("--gpus", type=int, default=1, show_default=True, help=N_("number of identical GPUs"))
+@click.option("--memory-gib", type=float, default=None, help=N_("memory of each GPU (a device the catalog lacks)"))
+@click.option("--tokens", "n_tokens", type=int, default=120, show_default=True, help=N_("tokens to generate"))
 @click.option("--max-seconds", type=float, default=30.0, show_default=True,
-              help="play faster (and say so) when the run would take longer than this")
+              help=N_("play faster (and say so) when the run would take longer than this"))
 @size_options
 def simulate_command(model, gpu, gpus, memory_gib, n_tokens, max_seconds, **opts):
-    """Play MODEL's estimated time to first token and decode speed on named (--gpu) or probed hardware."""
     import time
 
     from fitprobe.simulate import Playback, play, summary
@@ -29,19 +31,21 @@ def simulate_command(model, gpu, gpus, memory_gib, n_tokens, max_seconds, **opts
     out = sized.output
     sp = out.speed
     if sp is None or sp.decode_tps <= 0:
-        fail("no speed estimate for this plan: " + "; ".join(out.notes[-1:]), EXIT_USAGE)
+        fail(msg("no speed estimate for this plan: %(why)s", why=join(out.notes[-1:])), EXIT_USAGE)
     if n_tokens <= 0:
-        fail("--tokens must be at least 1", EXIT_USAGE)
+        fail(msg("--tokens must be at least 1"), EXIT_USAGE)
     pb = Playback.plan(sp.ttft_ms, sp.decode_tps, n_tokens, max_seconds)
-    label = f"{out.model.id} on {out.hardware.name}"
+    label = _("%(model)s on %(hardware)s") % {"model": out.model.id, "hardware": out.hardware.name}
     if out.verdict.status == "exceeds":
-        click.echo(f"note: {out.model.id} does not fit this hardware at these settings; "
-                   "the speed is what it would reach if it did", err=True)
+        click.echo(_("note: %(note)s") % {"note": _(
+            "%(model)s does not fit this hardware at these settings; the speed is what it would reach if it did")
+            % {"model": out.model.id}}, err=True)
     tty = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
     if not tty:
         click.echo(summary(label, pb, sp.prompt_tokens))
     else:
-        click.echo(f"{label} — {sp.backend}, {sp.bound} bound")
+        click.echo(_("%(label)s — %(backend)s, %(bound)s bound") % {"label": label, "backend": sp.backend,
+                                                                    "bound": _(sp.bound)})
 
         def write(text: str) -> None:
             sys.stdout.write(text)

@@ -10,6 +10,7 @@ import click
 
 from .cli import parse_bytes
 from .errors import UsageError
+from .estimator.message import msg
 
 
 def request_from(model: str, gpu: str | None, gpus: int, opts: dict):
@@ -30,7 +31,7 @@ def request_from(model: str, gpu: str | None, gpus: int, opts: dict):
     except click.BadParameter:
         raise  # the command group words it as click does, naming the option
     except ValueError as exc:  # a bound the request declares
-        raise UsageError(f"invalid option: {exc}") from None
+        raise UsageError(msg("invalid option: %(exc)s", exc=exc)) from None
 
 
 def emit(output, as_json: bool, also_text: bool = False, full: bool = False, *, brief: bool = False,
@@ -51,7 +52,7 @@ def emit(output, as_json: bool, also_text: bool = False, full: bool = False, *, 
 def json_selection(opts: dict) -> dict:
     """--brief / --fields as emit() keywords; UsageError for both at once or an unknown field name."""
     if opts.get("brief") and opts.get("fields"):
-        raise UsageError("--brief and --fields exclude each other: pick one")
+        raise UsageError(msg("--brief and --fields exclude each other: pick one"))
     if not opts.get("fields"):
         return {"brief": bool(opts.get("brief")), "fields": None}
     from fitprobe.contract import parse_fields
@@ -74,7 +75,10 @@ def hub_lookup(model: str, opts: dict):
     lookup = Lookup(timeout=opts.get("hub_timeout") or Lookup.timeout, verbose=bool(opts.get("verbose")))
     if sys.stderr.isatty():
         def on_slow() -> None:
-            sys.stderr.write(f"asking the Hugging Face Hub about {model} (at most {lookup.timeout:g} s, --timeout)...")
+            from fitprobe.i18n import _, spec
+
+            sys.stderr.write(_("asking the Hugging Face Hub about %(model)s (at most %(timeout)s s, --timeout)...")
+                             % {"model": model, "timeout": spec(lookup.timeout, "g")})
             sys.stderr.flush()
             lookup.progress_shown = True
 
@@ -89,7 +93,10 @@ def end_lookup(lookup) -> None:
     if lookup.progress_shown:
         sys.stderr.write("\r\033[K")
     if lookup.verbose and lookup.deadline is not None:
-        click.echo(f"hub: {lookup.requests} request(s) in {lookup.deadline.elapsed():.2f} s", err=True)
+        from fitprobe.i18n import _, spec
+
+        click.echo(_("hub: %(requests)s request(s) in %(seconds)s s") % {
+            "requests": lookup.requests, "seconds": spec(lookup.deadline.elapsed(), ".2f")}, err=True)
 
 
 def run_plan(command: str, model: str, *, gpu: str | None, gpus: int, **opts) -> None:

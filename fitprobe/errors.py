@@ -43,6 +43,9 @@ class FitprobeError(Exception):
 
     def __init__(self, message: str, kind: Kind | None = None):
         super().__init__(" ".join(str(message).split()))
+        # What a person reads: the message itself when it is a translatable sentence
+        # (fitprobe.estimator.message.msg), else the one-line English text.
+        self.text = message if type(message) is not str and str(self) == message else str(self)
         if kind is not None:
             self.kind = kind
 
@@ -52,6 +55,14 @@ class FitprobeError(Exception):
 
     def as_dict(self) -> dict:
         return {"error": {"code": self.kind.code, "kind": self.kind.name, "message": str(self)}}
+
+
+def message_of(exc: BaseException) -> str:
+    """An exception's one-line message, still translatable when it was made with estimator.message.msg."""
+    if isinstance(exc, FitprobeError):
+        return exc.text
+    args = getattr(exc, "args", ())
+    return args[0] if len(args) == 1 and isinstance(args[0], str) and args[0] == str(exc) else str(exc)
 
 
 class UsageError(FitprobeError, ValueError):

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fitprobe.estimator.fields import doc, record, replace
+from fitprobe.estimator.message import msg
+from fitprobe.i18n import N_
 
 GIB = 1 << 30
 # The format whose fixes `--all` shows for a model that does not fit (llama.cpp's common default).
@@ -160,7 +162,7 @@ def run_fit(subjects: list[Subject], hw, *, opts: FitOptions, hardware_source: s
     out = FitOutput(command=command, hardware=_hardware(hw, hardware_source), context_target=policy.context_target,
                     sort=opts.sort, source=source, rows=rows, unsupported=unsupported, considered=considered)
     if hw.system_ram_bytes is None and hw.devices and not all(d.unified_memory for d in hw.devices):
-        out.notes.append("system RAM not given: plans that offload to RAM were not considered (pass --ram-gib)")
+        out.notes.append(msg("system RAM not given: plans that offload to RAM were not considered (pass --ram-gib)"))
     return FitRun(output=out, elapsed_s=time.perf_counter() - t0)
 
 
@@ -192,7 +194,7 @@ def _row(i: int, s, fit, ctx, opts: FitOptions):
     plan = fit.plans.get((c.engine, c.quant))
     would = [] if s.runs else _would_fit(fit, ctx)
     if not s.runs and c.status != "exceeds":
-        would.insert(0, "it runs, but not with the context or speed asked (--min-ctx, --min-tps)")
+        would.insert(0, msg(RUNS_NOT_AS_ASKED))
     return FitRow(rank=i, model=c.model, hf_id=f.hf_id, family=f.family, tags=f.tags, params=p.text,
                   params_active=p.active, max_context=f.spec.max_context, runs=s.runs, status=c.status,
                   engine=c.engine, quant=c.quant, bits_per_weight=c.bits_per_weight, context=c.context,
@@ -222,37 +224,64 @@ def _would_fit(fit, ctx) -> list[str]:
     sizer = Sizer(f.spec, ctx.table, ctx.hw, error_band=ctx.error_band)
     inp = LaunchInput(spec=f.spec, fmt=fmt, settings=st, hw=ctx.hw, sizer=sizer, table=ctx.table, hf_id=f.hf_id)
     fixes = find_fixes(inp)
-    return [f"{x.change} ({x.cost})" for x in fixes[:3]]
+    return [msg("%(change)s (%(cost)s)", change=x.change, cost=x.cost) for x in fixes[:3]]
+
+
+RUNS_NOT_AS_ASKED = "it runs, but not with the context or speed asked (--min-ctx, --min-tps)"
+SOURCE_WORDS = (N_("catalog"), N_("probe"), N_("bundled catalog"))  # FitHardware.source, FitOutput.source
 
 
 def render_table(out) -> str:
-    """The ranked table, at most 100 columns wide."""
-    head = f"{' #':>3} {'model':<26} {'quant':<10} {'engine':<9} {'ctx':>5} {'GiB':>6} {'margin':>6} " \
-           f"{'tok/s':>6} {'pp t/s':>6} {'runs':<8} {'score':>5}"
+    """The ranked table, at most 100 columns wide, in the language fitprobe.i18n has chosen."""
+    from fitprobe.i18n import _, ljust, rjust, say, spec
+
+    names = [_("model"), _("quant"), _("engine"), _("ctx"), "GiB", _("margin"), "tok/s", "pp t/s", _("runs"),
+             _("score")]
+    widths = [max(w, _width(n)) for w, n in zip((26, 10, 9, 5, 6, 6, 6, 6, 8, 5), names)]
+    left = (True, True, True, False, False, False, False, False, True, False)
+
+    def cells(values) -> str:
+        return " ".join(ljust(v, w) if lft else rjust(v, w) for v, w, lft in zip(values, widths, left))
+
     hw = out.hardware
-    ram = f", {hw.system_ram_bytes / GIB:.0f} GiB RAM" if hw.system_ram_bytes else ""
-    lines = [f"What runs on {hw.name} ({hw.usable_bytes / GIB:.1f} GiB usable{ram}; {hw.source}) — "
-             f"{out.source}, sorted by {out.sort}", head]
+    ram = ", " + _("%(size)s GiB RAM") % {"size": spec(hw.system_ram_bytes / GIB, ".0f")} if hw.system_ram_bytes else ""
+    lines = [_("What runs on %(hardware)s (%(usable)s GiB usable%(ram)s; %(source)s) — %(models)s, sorted by %(sort)s")
+             % {"hardware": hw.name, "usable": spec(hw.usable_bytes / GIB, ".1f"), "ram": ram, "source": _(hw.source),
+                "models": _(out.source), "sort": out.sort},
+             f"{' #':>3} " + cells(names)]
     for r in out.rows:
-        lines.append(f"{r.rank:>3} {_cut(r.model, 26):<26} {_cut(r.quant, 10):<10} {_cut(r.engine, 9):<9} "
-                     f"{_ctx(r.context):>5} {_gib((r.total_bytes + r.host_bytes)):>6} {_gib(r.margin_bytes, '+'):>6} "
-                     f"{_num(r.decode_tps):>6} {_num(r.prefill_tps):>6} {_runs(r):<8} {r.score.score:>5.1f}")
+        lines.append(f"{r.rank:>3} " + cells([_cut(r.model, 26), _cut(r.quant, 10), _cut(r.engine, 9), _ctx(r.context),
+                                              _gib(r.total_bytes + r.host_bytes), _gib(r.margin_bytes, "+"),
+                                              _num(r.decode_tps), _num(r.prefill_tps), _runs(r),
+                                              spec(r.score.score, ".1f")]))
         if not r.runs and r.would_fit:
-            hint = r.would_fit[0] if r.would_fit[0].startswith("it runs") else f"would fit: {r.would_fit[0]}"
+            first = r.would_fit[0]
+            hint = say(first) if first == RUNS_NOT_AS_ASKED else _("would fit: %(change)s") % {"change": say(first)}
             lines.append(f"{'':>4}{hint}")
     if not out.rows:
-        lines.append("  nothing matches" + ("" if out.considered else ": no model passed the filters"))
-    lines.append("runs: GPU = all on the accelerators, GPU+RAM = offloads, ~ = tight; tok/s at a conversation's start")
-    lines.append("score = quality x speed factor x context factor (docs/fit.md; --json has each factor)")
+        lines.append("  " + (_("nothing matches") if out.considered else _("nothing matches: no model passed the filters")))
+    lines.append(_("runs: GPU = all on the accelerators, GPU+RAM = offloads, ~ = tight; tok/s at a conversation's start"))
+    lines.append(_("score = quality x speed factor x context factor (docs/fit.md; --json has each factor)"))
     if out.unsupported:
-        lines.append(f"not sized ({len(out.unsupported)}): " + "; ".join(f"{u.model}: {u.reason}" for u in out.unsupported[:5])
-                     + (" ..." if len(out.unsupported) > 5 else ""))
-    lines += [f"- {n}" for n in out.notes]
+        lines.append(_("not sized (%(n)s): %(models)s") % {
+            "n": len(out.unsupported), "models": _("; ").join(f"{u.model}: {say(u.reason)}" for u in out.unsupported[:5])
+            + (" ..." if len(out.unsupported) > 5 else "")})
+    lines += [f"- {say(n)}" for n in out.notes]
     return "\n".join(_cut(line, 100) for line in lines)
 
 
+def _width(text: str) -> int:
+    from fitprobe.i18n import width
+
+    return width(text)
+
+
 def _cut(text: str, n: int) -> str:
-    return text if len(text) <= n else text[:n - 1] + "…"
+    if _width(text) <= n:
+        return text
+    while _width(text) > n - 1:
+        text = text[:-1]
+    return text + "…"
 
 
 def _ctx(n: int) -> str:
@@ -262,16 +291,22 @@ def _ctx(n: int) -> str:
 
 
 def _num(x) -> str:
-    return "-" if x is None else (f"{x:,.0f}" if x >= 100 else f"{x:.1f}")
+    from fitprobe.i18n import spec
+
+    return "-" if x is None else spec(x, ",.0f" if x >= 100 else ".1f")
 
 
 def _gib(n: int, sign: str = "") -> str:
+    from fitprobe.i18n import spec
+
     x = n / GIB
-    return f"{x:{sign},.0f}" if abs(x) >= 100 else f"{x:{sign}.1f}"
+    return ("+" if sign and x >= 0 else "") + spec(x, ",.0f" if abs(x) >= 100 else ".1f")
 
 
 def _runs(r) -> str:
     if not r.runs:
-        return "no"
+        from fitprobe.i18n import _
+
+        return _("no")
     mark = "~" if r.status == "tight" else ""
     return {"gpu": "GPU", "offload": "GPU+RAM", "cpu": "CPU"}.get(r.placement, r.placement) + mark

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from fitprobe.i18n import _, spec
+
 # Words stand in for tokens (a token is about 0.75 English words; one word per token keeps it simple).
 SAMPLE = ("The quick answer is yes: the model fits in memory, and this is how fast it talks. Each word here "
           "stands for one token. The pause before the first word is the prompt being read, the time to first "
@@ -51,10 +53,12 @@ class Playback:
 
 def summary(label: str, pb: Playback, prompt_tokens: int) -> str:
     """The one line non-TTY and NO_COLOR users get."""
-    first = f"first token after {pb.ttft_s:,.2f} s ({prompt_tokens:,}-token prompt)" if pb.ttft_s else \
-        "first token: prefill time not estimated"
-    return (f"{label}: {first}, then {pb.tokens_per_s:,.1f} tok/s: {pb.tokens:,} tokens in "
-            f"{pb.real_seconds:,.2f} s")
+    first = (_("first token after %(seconds)s s (%(prompt)s-token prompt)") % {
+        "seconds": spec(pb.ttft_s, ",.2f"), "prompt": spec(prompt_tokens, ",")} if pb.ttft_s
+        else _("first token: prefill time not estimated"))
+    return _("%(label)s: %(first)s, then %(rate)s tok/s: %(tokens)s tokens in %(seconds)s s") % {
+        "label": label, "first": first, "rate": spec(pb.tokens_per_s, ",.1f"), "tokens": spec(pb.tokens, ","),
+        "seconds": spec(pb.real_seconds, ",.2f")}
 
 
 def play(pb: Playback, *, write: Callable[[str], None], sleep: Callable[[float], None],
@@ -65,15 +69,19 @@ def play(pb: Playback, *, write: Callable[[str], None], sleep: Callable[[float],
     frame = 0
     while (elapsed := clock() - start) < pb.first_token_at:
         shown = elapsed * pb.speedup
-        write(f"\r{dim}{SPINNER[frame % len(SPINNER)]} reading the prompt… {shown:5.2f} s{reset}\x1b[K")
+        write(f"\r{dim}{SPINNER[frame % len(SPINNER)]} " + _("reading the prompt… %(seconds)s s") % {
+            "seconds": spec(shown, ".2f").rjust(5)} + f"{reset}\x1b[K")
         frame += 1
         sleep(min(tick, pb.first_token_at - elapsed))
-    write(f"\r\x1b[K{dim}first token after {pb.ttft_s:,.2f} s{reset}\n")
+    write(f"\r\x1b[K{dim}" + _("first token after %(seconds)s s") % {"seconds": spec(pb.ttft_s, ",.2f")}
+          + f"{reset}\n")
     for i in range(pb.tokens):
         wait = pb.token_time(i) - (clock() - start)
         if wait > 0:
             sleep(wait)
         write(("" if i == 0 else " ") + SAMPLE[i % len(SAMPLE)])
-    rate = f"{pb.tokens_per_s:,.1f} tok/s"
-    faster = f", shown {pb.speedup:,.1f}× faster" if pb.speedup > 1 else ""
-    write(f"\n{bold}{pb.tokens:,} tokens in {pb.real_seconds:,.2f} s at {rate}{faster}{reset}\n")
+    rate = spec(pb.tokens_per_s, ",.1f", "tok/s")
+    faster = ", " + _("shown %(times)s× faster") % {"times": spec(pb.speedup, ",.1f")} if pb.speedup > 1 else ""
+    write(f"\n{bold}" + _("%(tokens)s tokens in %(seconds)s s at %(rate)s") % {
+        "tokens": spec(pb.tokens, ","), "seconds": spec(pb.real_seconds, ",.2f"), "rate": rate}
+          + f"{faster}{reset}\n")

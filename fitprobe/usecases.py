@@ -13,6 +13,7 @@ from typing import Literal
 
 from fitprobe.errors import EXCEEDS, FITS, HardwareError, UsageError
 from fitprobe.estimator.fields import doc, record, replace
+from fitprobe.estimator.message import Num, msg
 
 GIB = 1 << 30
 Engine = Literal["llama.cpp", "vllm", "sglang", "ollama", "mlx"]
@@ -87,21 +88,26 @@ def probed(report=None, expect_gpus: int | None = None) -> Probed:
         report = probe() if report is None else copy.deepcopy(report)  # probe_hardware adds notes to it
         hw = probe_hardware(report)
     except Exception as exc:  # the probe promises not to raise; if it does, say so in one line
-        raise HardwareError(f"could not probe this machine: {type(exc).__name__}: {exc}") from exc
+        raise HardwareError(msg("could not probe this machine: %(error_type)s: %(exc)s",
+                                error_type=type(exc).__name__, exc=exc)) from exc
     failed = [b for b in report.backends if b.failed]
     if failed:
         why = "; ".join(f"{b.name}: {b.reason}" for b in failed)
-        raise HardwareError(f"hardware not probeable: {why} (fix the driver, or name the hardware with --gpu)")
+        raise HardwareError(msg("hardware not probeable: %(why)s (fix the driver, or name the hardware with --gpu)",
+                                why=why))
     if expect_gpus is not None and len(hw.devices) < expect_gpus:
         seen = ", ".join(f"{b.name}: {b.reason}" for b in report.backends if b.reason and not b.present)
-        raise HardwareError(f"the probe sees {len(hw.devices)} GPU(s), --expect-gpus {expect_gpus}"
-                            + (f" ({seen})" if seen else ""))
+        raise HardwareError(msg("the probe sees %(n)s GPU(s), --expect-gpus %(expected)s (%(seen)s)", n=len(hw.devices),
+                                expected=expect_gpus, seen=seen) if seen else
+                            msg("the probe sees %(n)s GPU(s), --expect-gpus %(expected)s", n=len(hw.devices),
+                                expected=expect_gpus))
     from fitprobe.record_json import record_data, without_none
 
     readings = [without_none(record_data(g)) for g in report.gpus if g.visible]
     notes = list(report.notes)
     if not hw.devices:
-        notes.insert(0, "no GPU: CPU/RAM only" + (f" ({_gib(hw.system_ram_bytes)} RAM)" if hw.system_ram_bytes else ""))
+        notes.insert(0, msg("no GPU: CPU/RAM only (%(size)s RAM)", size=_gib(hw.system_ram_bytes))
+                     if hw.system_ram_bytes else msg("no GPU: CPU/RAM only"))
     return Probed(report=report, hardware=hw, readings=readings, notes=notes)
 
 
@@ -112,13 +118,13 @@ def _cpu_probed() -> Probed:
 
     total, available = host_ram()
     if not total:
-        raise HardwareError("could not read this machine's RAM: pass --ram-gib, or use plan --gpu cpu --ram-gib N")
+        raise HardwareError(msg("could not read this machine's RAM: pass --ram-gib, or use plan --gpu cpu --ram-gib N"))
     hw = Hardware(devices=[], system_ram_bytes=total, ram_available_bytes=available)
-    return Probed(report=None, hardware=hw, notes=[f"CPU only, as asked: {_gib(total)} RAM probed"])
+    return Probed(report=None, hardware=hw, notes=[msg("CPU only, as asked: %(size)s RAM probed", size=_gib(total))])
 
 
-def _gib(n: int | None) -> str:
-    return f"{(n or 0) / GIB:.1f} GiB"
+def _gib(n: int | None) -> Num:
+    return Num((n or 0) / GIB, ".1f", "GiB")
 
 
 class Sizing:
@@ -137,7 +143,8 @@ class Sizing:
 def plan(request: PlanRequest, *, command: str = "plan", **options) -> Sizing:
     """Size the request on named hardware (`request.gpu`); `options` as for `size`."""
     if not request.gpu:
-        raise UsageError("plan needs a GPU name (gpu: 'RTX 4090', 'H100 SXM', 'cpu', ...); check probes this machine")
+        raise UsageError(msg("plan needs a GPU name (gpu: 'RTX 4090', 'H100 SXM', 'cpu', ...); check probes this "
+                             "machine"))
     return size(request, command=command, **options)
 
 
@@ -148,7 +155,7 @@ def check(request: PlanRequest, *, probe_result: Probed | None = None, command: 
     from fitprobe.app import is_cpu
 
     if request.gpu and request.expect_gpus is not None:
-        raise UsageError("--expect-gpus checks the probed machine: drop --gpu")
+        raise UsageError(msg("--expect-gpus checks the probed machine: drop --gpu"))
     if request.gpu and not is_cpu(request.gpu):
         return size(request, command=command, **options)
     if probe_result is not None and request.expect_gpus is not None:
@@ -188,8 +195,8 @@ def size(request: PlanRequest, *, command: str, hardware=None, readings=None, pr
     longest = context == "max"
     if longest:
         if not resolved.spec.max_context or resolved.spec.max_context <= 1:
-            raise UsageError("--ctx max needs the model's maximum context (max_position_embeddings), which its config "
-                             "does not give: pass a number of tokens")
+            raise UsageError(msg("--ctx max needs the model's maximum context (max_position_embeddings), which its "
+                                 "config does not give: pass a number of tokens"))
         context = resolved.spec.max_context  # the planners then find the longest that fits
     fmt = pick_format(resolved, r.quant, r.engine, hw)
     settings = _settings(fmt, hw, r, context)
@@ -225,25 +232,27 @@ def exit_code(output, gate_on: str = "now") -> int:
 
 def _validate(r: PlanRequest) -> None:
     if not 0 < r.usable_fraction <= 1:
-        raise UsageError("--usable must be a fraction in (0, 1]")
+        raise UsageError(msg("--usable must be a fraction in (0, 1]"))
     if not 0 < r.gpu_util <= 1:
-        raise UsageError("--gpu-util must be a fraction in (0, 1]")
+        raise UsageError(msg("--gpu-util must be a fraction in (0, 1]"))
     if r.ram_gib is not None and r.ram_gib <= 0:
-        raise UsageError("--ram-gib must be positive")
+        raise UsageError(msg("--ram-gib must be positive"))
     if r.context != "max" and (not isinstance(r.context, int) or r.context <= 0):
-        raise UsageError(f"--ctx must be a positive number of tokens or max, got {r.context}")
+        raise UsageError(msg("--ctx must be a positive number of tokens or max, got %(context)s", context=r.context))
     if r.ram_bw is not None and r.ram_bw <= 0:
-        raise UsageError(f"--ram-bw must be positive (GB/s), got {r.ram_bw:g}")
+        raise UsageError(msg("--ram-bw must be positive (GB/s), got %(ram_bw)s", ram_bw=Num(r.ram_bw, "g")))
     if r.cpu_threads is not None and r.cpu_threads <= 0:
-        raise UsageError(f"--threads must be at least 1, got {r.cpu_threads}")
+        raise UsageError(msg("--threads must be at least 1, got %(cpu_threads)s", cpu_threads=r.cpu_threads))
     if r.batch <= 0:
-        raise UsageError(f"--batch must be at least 1, got {r.batch}")
+        raise UsageError(msg("--batch must be at least 1, got %(batch)s", batch=r.batch))
     if r.context == "max" and r.require_context:
-        raise UsageError("--ctx max and --require-context together: give the context the gate requires")
+        raise UsageError(msg("--ctx max and --require-context together: give the context the gate requires"))
     if r.require_context is not None and r.require_context <= 0:
-        raise UsageError(f"--require-context must be a positive number of tokens, got {r.require_context}")
+        raise UsageError(msg("--require-context must be a positive number of tokens, got %(require_context)s",
+                             require_context=r.require_context))
     if r.require_tps is not None and r.require_tps <= 0:
-        raise UsageError(f"--require-tps must be positive, got {r.require_tps:g}")
+        raise UsageError(msg("--require-tps must be positive, got %(require_tps)s",
+                             require_tps=Num(r.require_tps, "g")))
 
 
 def _requirements(r: PlanRequest):
@@ -267,7 +276,7 @@ def _settings(fmt, hw, r: PlanRequest, context: int):
                            ubatch=r.ubatch, flash_attention=r.flash_attention, gpu_layers=r.gpu_layers,
                            gpu_memory_utilization=r.gpu_util)
     except ValueError as exc:  # a bound or choice RunSettings checks
-        raise UsageError(f"invalid setting: {exc}") from None
+        raise UsageError(msg("invalid setting: %(exc)s", exc=exc)) from None
 
 
 def _attach_verify(sized, tool_path: str | None) -> None:
@@ -277,7 +286,7 @@ def _attach_verify(sized, tool_path: str | None) -> None:
 
     tool = find_tool(tool_path)
     if tool is None:
-        raise UsageError("--verify needs llama-fit-params on PATH or --llama-fit-params PATH")
+        raise UsageError(msg("--verify needs llama-fit-params on PATH or --llama-fit-params PATH"))
     sized.output.verify = verify_plan(tool, sized.launch_input)
 
 
@@ -343,7 +352,7 @@ def fit(request, *, probe_result: Probed | None = None, subjects=None, source: s
     if r.gpu:
         hw = catalog_hardware(r.gpu, r.gpus, usable_fraction=r.usable_fraction, ram_bytes=ram, memory_gib=r.memory_gib)
         if not hw.devices and hw.system_ram_bytes is None:
-            raise UsageError("--gpu cpu sizes on system RAM: pass --ram-gib")
+            raise UsageError(msg("--gpu cpu sizes on system RAM: pass --ram-gib"))
     else:
         hw = replace((probe_result or probed()).hardware, usable_fraction=r.usable_fraction)
         if ram:

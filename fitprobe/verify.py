@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 
 from fitprobe.estimator.fields import doc, record, replace
+from fitprobe.estimator.message import msg
 
 DEFAULT_TIMEOUT_S = 120
 MIB = 1 << 20
@@ -143,8 +144,8 @@ def compare(result: VerifyResult, inp) -> VerifyResult:
     if overflow:
         w, _ = inp.sizer.weights(inp.fmt)
         mem = moe_offload(mem, w, overflow)
-        result.notes.append(f"{overflow} layers keep their experts in RAM (-ot); fitprobe moves the same number of "
-                            "layers' experts")
+        result.notes.append(msg("%(n)s layers keep their experts in RAM (-ot); fitprobe moves the same number of "
+                                "layers' experts", n=overflow))
     rejudge(inp, mem, engine="llama.cpp")
     diffs = []
     for dev, ours in zip(result.devices, mem.per_device):
@@ -152,7 +153,8 @@ def compare(result: VerifyResult, inp) -> VerifyResult:
         dev.difference_mib = dev.fitprobe_mib - dev.llama_mib
         diffs.append(dev.difference_mib)
     if len(result.devices) != len(mem.per_device):
-        result.notes.append(f"llama.cpp saw {len(result.devices)} device(s), fitprobe sized {len(mem.per_device)}")
+        result.notes.append(msg("llama.cpp saw %(theirs)s device(s), fitprobe sized %(ours)s", theirs=len(result.devices),
+                                ours=len(mem.per_device)))
     result.difference_mib = sum(diffs) if diffs else None
     return result
 
@@ -228,10 +230,10 @@ def verify_plan(tool: str, inp, *, timeout_s: int = DEFAULT_TIMEOUT_S) -> Verify
         result.gguf = label
         result.projection_command, result.components, error = project(tool, gguf, inp, timeout_s=timeout_s)
     if error:
-        result.notes.append(f"per-component projection failed: {error}")
+        result.notes.append(msg("per-component projection failed: %(error)s", error=error))
     if label == "sparse":
-        result.notes.append("llama.cpp read a sparse GGUF written from fitprobe's model description "
-                            "(tensor names, shapes and types of this quant; no weights)")
+        result.notes.append(msg("llama.cpp read a sparse GGUF written from fitprobe's model description (tensor "
+                                "names, shapes and types of this quant; no weights)"))
     return result
 
 
@@ -239,16 +241,20 @@ def render_verify(v: VerifyResult) -> list[str]:
     """The --verify section of the human report: llama.cpp's projection beside fitprobe's, per component."""
     from fitprobe.estimator.llama_rules import LLAMA_CPP_BUILD
 
-    head = f"llama.cpp's own projection (llama-fit-params, {v.gguf or 'GGUF'}; rules checked on b{LLAMA_CPP_BUILD})"
+    from fitprobe.i18n import _, ljust, rjust
+
+    head = _("llama.cpp's own projection (llama-fit-params, %(gguf)s; rules checked on b%(build)s)") % {
+        "gguf": v.gguf or "GGUF", "build": LLAMA_CPP_BUILD}
     if v.error and not v.components:
-        return [head, f"  failed: {v.error}"]
-    lines = [head, f"  {'device':<10}{'component':<10}{'llama.cpp MiB':>15}{'fitprobe MiB':>14}{'diff':>8}"]
+        return [head, "  " + _("failed: %(error)s") % {"error": v.error}]
+    lines = [head, "  " + ljust(_("device"), 10) + ljust(_("component"), 10) + rjust(_("llama.cpp MiB"), 15)
+             + rjust(_("fitprobe MiB"), 14) + rjust(_("diff"), 8)]
     for c in v.components:
         ours = "" if c.fitprobe_mib is None else str(c.fitprobe_mib)
         diff = "" if c.difference_mib is None else f"{c.difference_mib:+d}"
         lines.append(f"  {c.device:<10}{c.component:<10}{c.llama_mib:>15}{ours:>14}{diff:>8}")
     if v.fitted_args:
-        lines.append(f"  llama.cpp's fitter chose: {v.fitted_args}")
+        lines.append("  " + _("llama.cpp's fitter chose: %(args)s") % {"args": v.fitted_args})
     elif v.error:
-        lines.append(f"  fitter: {v.error}")
+        lines.append("  " + _("fitter: %(error)s") % {"error": v.error})
     return lines

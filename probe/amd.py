@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
+from fitprobe.estimator.message import msg
+
 from .run import RunResult, find_program, run_command
 from .types import GiB, MiB, BackendStatus, GpuReading
 
@@ -87,10 +89,10 @@ def _card_reading(card: str, d: dict[str, str], position: int) -> GpuReading:
     if r.uuid and r.uuid.upper() == "N/A":
         r.uuid = None
     if _product(d) == "AMD GPU":
-        r.notes.append("rocm-smi gave no product name (Card Series N/A: libdrm missing?)")
+        r.notes.append(msg("rocm-smi gave no product name (Card Series N/A: libdrm missing?)"))
     if total is not None and total <= IGPU_VRAM_MAX:
         r.integrated = True
-        r.notes.append("small 'VRAM' carve-out: integrated GPU sharing system RAM")
+        r.notes.append(msg("small 'VRAM' carve-out: integrated GPU sharing system RAM"))
     return r
 
 
@@ -264,7 +266,7 @@ def probe(
                 import amdsmi as am  # noqa: PLC0415
         readings = read_amdsmi(am)
         if readings:
-            return readings, BackendStatus(name="amd", present=True, devices=len(readings), reason="via amdsmi")
+            return readings, BackendStatus(name="amd", present=True, devices=len(readings), reason=msg("via amdsmi"))
         reasons.append("amdsmi: no devices")
     except Exception as exc:  # noqa: BLE001
         reasons.append(f"amdsmi unavailable ({type(exc).__name__})")
@@ -277,7 +279,7 @@ def probe(
             readings = []
         if readings:
             enrich_from_sysfs(readings, sys_root)
-            return readings, BackendStatus(name="amd", present=True, devices=len(readings), reason="via rocm-smi")
+            return readings, BackendStatus(name="amd", present=True, devices=len(readings), reason=msg("via rocm-smi"))
         reasons.append(f"rocm-smi: {res.reason or 'no JSON devices'}")
         if res.broken and not read_sysfs(sys_root):
             return [], BackendStatus(name="amd", present=False, reason="; ".join(reasons), failed=True)
@@ -285,6 +287,6 @@ def probe(
         reasons.append("rocm-smi not found")
     readings = read_sysfs(sys_root)
     if readings:
-        return readings, BackendStatus(name="amd", present=True, devices=len(readings), reason="via sysfs")
+        return readings, BackendStatus(name="amd", present=True, devices=len(readings), reason=msg("via sysfs"))
     reasons.append("no amdgpu device in sysfs")
     return [], BackendStatus(name="amd", present=False, reason="; ".join(reasons))

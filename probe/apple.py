@@ -10,6 +10,8 @@ import json
 import re
 from typing import Callable
 
+from fitprobe.estimator.message import msg
+
 from .run import RunResult, find_program, run_command
 from .types import GiB, MiB, BackendStatus, GpuReading
 
@@ -98,13 +100,13 @@ def build_reading(
     wired = sysctl.get("iogpu.wired_limit_mb", "")
     if metal_working_set:
         r.usable_cap_bytes = min(metal_working_set, ram)
-        r.notes.append("usable = Metal recommendedMaxWorkingSetSize")
+        r.notes.append(msg("usable = Metal recommendedMaxWorkingSetSize"))
     elif wired.isdigit() and int(wired) > 0:
         r.usable_cap_bytes = min(int(wired) * MiB, ram)  # values above RAM are accepted by the sysctl
         r.notes.append(f"usable = iogpu.wired_limit_mb ({wired} MiB)")
     else:
         r.usable_cap_bytes = default_working_set(ram)
-        r.notes.append("usable = derived Metal default (2/3 of RAM <= 36 GiB, else 3/4); may be low on new macOS")
+        r.notes.append(msg("usable = derived Metal default (2/3 of RAM <= 36 GiB, else 3/4); may be low on new macOS"))
     return r
 
 
@@ -126,7 +128,7 @@ def probe(
 ) -> tuple[list[GpuReading], BackendStatus]:
     exe = which("sysctl", ("/usr/sbin/sysctl",))
     if not exe:
-        return [], BackendStatus(name="apple", present=False, reason="sysctl not found")
+        return [], BackendStatus(name="apple", present=False, reason=msg("sysctl not found"))
     res = run([exe, *SYSCTL_KEYS])  # unknown keys (iogpu on old macOS) fail alone, others still print
     values = parse_sysctl(res.stdout)
     if "hw.memsize" not in values:
@@ -140,5 +142,5 @@ def probe(
             name, cores = parse_displays(disp.stdout)
     reading = build_reading(values, name, cores, metal(), ram_available)
     if reading is None:
-        return [], BackendStatus(name="apple", present=False, reason="not Apple silicon")
+        return [], BackendStatus(name="apple", present=False, reason=msg("not Apple silicon"))
     return [reading], BackendStatus(name="apple", present=True, devices=1)

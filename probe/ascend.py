@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from fitprobe.estimator.message import msg
+
 from .run import RunResult, find_program, run_command
 from .types import MiB, BackendStatus, GpuReading
 
@@ -53,7 +55,7 @@ def parse_npu_smi_info(text: str) -> list[GpuReading]:
         if ddr_total:
             r.notes.append(f"also {ddr_total} MB DDR on the card ({ddr_used} MB used), not counted")
         if name.lower() in {"xxx", ""}:
-            r.notes.append("chip name masked in npu-smi output")
+            r.notes.append(msg("chip name masked in npu-smi output"))
         out.append(r)
     return out
 
@@ -63,7 +65,7 @@ def probe(
 ) -> tuple[list[GpuReading], BackendStatus]:
     exe = which("npu-smi")
     if not exe:
-        return [], BackendStatus(name="ascend", present=False, reason="npu-smi not found")
+        return [], BackendStatus(name="ascend", present=False, reason=msg("npu-smi not found"))
     res = run([exe, "info"])
     readings = parse_npu_smi_info(res.stdout) if res.ok else []
     if readings:

@@ -7,6 +7,8 @@ import platform
 import re
 from pathlib import Path
 
+from fitprobe.estimator.message import msg
+
 from .types import CpuReading
 
 # Flags that change llama.cpp CPU speed (PROBING.md §6.3); ARM names from /proc/cpuinfo Features.
@@ -57,7 +59,7 @@ def parse_cpuinfo(text: str) -> CpuReading:
         source="procfs",
     )
     if model and re.fullmatch(r"(AMD EPYC|Intel Xeon Processor.*|Common KVM processor|QEMU.*)", model):
-        reading.notes.append("generic CPU name: a VM may also hide AVX-512/AMX flags")
+        reading.notes.append(msg("generic CPU name: a VM may also hide AVX-512/AMX flags"))
     return reading
 
 

@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
+from fitprobe.estimator.message import msg
+
 from .amd import _pci_slot, _read_int, drm_cards
 from .run import RunResult, find_program, run_command
 from .types import GiB, MiB, BackendStatus, GpuReading
@@ -45,7 +47,7 @@ def read_sysfs(sys_root: Path) -> list[GpuReading]:
         if r.integrated:
             r.unified_memory = True
             r.memory_total_bytes = None
-            r.notes.append("integrated GPU: no dedicated memory, shares system RAM")
+            r.notes.append(msg("integrated GPU: no dedicated memory, shares system RAM"))
         out.append(r)
     return out
 
@@ -80,7 +82,7 @@ def parse_xpu_dump(text: str) -> list[GpuReading]:
             source="xpu-smi",
         )
         if r.memory_total_bytes is None:
-            r.notes.append("xpu-smi did not report the memory size")
+            r.notes.append(msg("xpu-smi did not report the memory size"))
         out.append(r)
     return out
 
@@ -92,13 +94,13 @@ def probe(
 ) -> tuple[list[GpuReading], BackendStatus]:
     readings = read_sysfs(sys_root)
     if readings:
-        return readings, BackendStatus(name="intel", present=True, devices=len(readings), reason="via sysfs")
+        return readings, BackendStatus(name="intel", present=True, devices=len(readings), reason=msg("via sysfs"))
     exe = which("xpu-smi")
     if not exe:
-        return [], BackendStatus(name="intel", present=False, reason="no Intel GPU in sysfs; xpu-smi not found")
+        return [], BackendStatus(name="intel", present=False, reason=msg("no Intel GPU in sysfs; xpu-smi not found"))
     res = run([exe, "discovery", "--dump", "1,2,16"])
     readings = parse_xpu_dump(res.stdout) if res.ok else []
     if readings:
-        return readings, BackendStatus(name="intel", present=True, devices=len(readings), reason="via xpu-smi")
+        return readings, BackendStatus(name="intel", present=True, devices=len(readings), reason=msg("via xpu-smi"))
     return [], BackendStatus(name="intel", present=False, reason=res.reason or "xpu-smi listed no devices",
                              failed=res.broken)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
+from fitprobe.estimator.message import msg
+
 from .types import GpuReading
 
 MASK_VARS = (
@@ -78,7 +80,7 @@ def _apply_cuda(nvidia: list[GpuReading], tokens: list[str]) -> None:
         if id(g) in keep_mig:
             g.visible, g.hidden_reason = True, None
             g.mig_instances = keep_mig[id(g)]
-            g.notes.append("only the MIG slice named in CUDA_VISIBLE_DEVICES is visible")
+            g.notes.append(msg("only the MIG slice named in CUDA_VISIBLE_DEVICES is visible"))
         elif g not in chosen:
             _hide(g, "CUDA_VISIBLE_DEVICES")
 

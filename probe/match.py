@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from fitprobe.estimator.message import msg
+
 from .types import GiB, GpuReading
 
 _NOISE = {
@@ -128,7 +130,7 @@ def match_reading(reading: GpuReading, catalog: list[dict[str, Any]]) -> dict[st
                 "memory clock x bus width; no TFLOPS figure"
             )
         else:
-            reading.match_note = "not in the GPU catalog: bandwidth and TFLOPS unknown"
+            reading.match_note = msg("not in the GPU catalog: bandwidth and TFLOPS unknown")
         return None
     entry = best[1]
     reading.catalog_key = str(entry.get("key") or entry["name"])

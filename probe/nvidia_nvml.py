@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fitprobe.estimator.message import msg
+
 from .types import BackendStatus, GpuReading, MigInstance, derive_bandwidth_gbs
 
 # Names whose memory lives in host RAM (GB10/DGX Spark, Jetson "Orin (nvgpu)"): PROBING.md §1.8.
@@ -199,13 +201,13 @@ def fill_unified_from_host(r: GpuReading, ram_total: int | None, ram_available: 
     if r.memory_total_bytes or not ram_total:
         return
     if not (r.unified_memory or any(h in r.name.lower() for h in UNIFIED_NAME_HINTS)):
-        r.notes.append("memory size not reported by the driver")
+        r.notes.append(msg("memory size not reported by the driver"))
         return
     r.unified_memory = True
     r.integrated = True
     r.memory_total_bytes = ram_total
     r.memory_free_bytes = ram_available
-    r.notes.append("no dedicated memory reported: GPU shares host RAM (counted once, as GPU memory)")
+    r.notes.append(msg("no dedicated memory reported: GPU shares host RAM (counted once, as GPU memory)"))
 
 
 def probe(nv=None) -> tuple[list[GpuReading], BackendStatus]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from fitprobe.estimator.message import msg
+
 from .run import RunResult, find_program, run_command
 from .types import MAX_DEVICES_PER_BACKEND, MiB, BackendStatus, GpuReading, MigInstance
 
@@ -93,7 +95,7 @@ def row_to_reading(row: dict[str, str | None], position: int) -> GpuReading:
     if mode == "ATS":  # HMM shows up on plain discrete cards too; only ATS means shared memory
         reading.unified_memory = True
     if (row.get("driver_model.current") or "").upper() == "WDDM":
-        reading.notes.append("Windows WDDM: free memory already excludes other applications' use")
+        reading.notes.append(msg("Windows WDDM: free memory already excludes other applications' use"))
     return reading
 
 
@@ -195,7 +197,7 @@ def probe(
     """Read layer: run nvidia-smi (fewer fields on failure), never raise."""
     exe = which("nvidia-smi", WSL_PATHS)
     if exe is None:
-        return [], BackendStatus(name="nvidia-smi", present=False, reason="nvidia-smi not found")
+        return [], BackendStatus(name="nvidia-smi", present=False, reason=msg("nvidia-smi not found"))
     for fields in QUERIES:
         res = run([exe, f"--query-gpu={fields}", "--format=csv"])
         if res.ok or res.returncode is None or res.returncode < 0 or res.returncode == 6:
@@ -211,7 +213,7 @@ def probe(
                                  reason=f"nvidia-smi listed {len(rows):,} GPUs: not a believable answer")
     readings = [row_to_reading(row, i) for i, row in enumerate(rows)]
     if not readings:
-        return [], BackendStatus(name="nvidia-smi", present=False, reason="nvidia-smi listed no GPUs", failed=True)
+        return [], BackendStatus(name="nvidia-smi", present=False, reason=msg("nvidia-smi listed no GPUs"), failed=True)
     if any(r.mig_mode for r in readings):
         q = run([exe, "-q"])
         lst = run([exe, "-L"])

@@ -13,6 +13,7 @@ from typing import Callable, Mapping
 
 from fitprobe.deadline import Deadline, DeadlinePassed, Job
 from fitprobe.estimator.fields import replace
+from fitprobe.estimator.message import msg
 
 from . import amd, apple, ascend, intel, nvidia_nvml, nvidia_smi
 from .cpu import cgroup_memory_limit, read_cpu, read_ram
@@ -135,7 +136,7 @@ def probe_machine(
     except Exception as exc:  # noqa: BLE001
         report.notes.append(f"catalog match failed: {exc}")
     if report.platform.wsl and not gpus:
-        report.notes.append("WSL2: NVIDIA libraries live in /usr/lib/wsl/lib; check the Windows driver")
+        report.notes.append(msg("WSL2: NVIDIA libraries live in /usr/lib/wsl/lib; check the Windows driver"))
     report.gpus = gpus
     report.backends = statuses
     return report

@@ -6,6 +6,7 @@ No test may reach a public address: huggingface_hub fixes its endpoint when firs
 import os
 import tempfile
 
+os.environ["LC_ALL"] = "C.UTF-8"  # English text unless a test chooses a language (tests/cli/test_i18n.py)
 os.environ["FITPROBE_CACHE_DIR"] = tempfile.mkdtemp(prefix="fitprobe-test-cache-")
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="fitprobe-test-hf-")

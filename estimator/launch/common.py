@@ -13,8 +13,10 @@ from typing import Callable
 
 from fitprobe.estimator.fields import doc, record, replace
 
+from .. import message
 from ..hardware import Hardware
 from ..memory import MemoryBreakdown
+from ..message import Num, msg
 from ..plan import Sizer
 from ..quant import QuantFormat, QuantTable
 from ..settings import RunSettings
@@ -200,15 +202,18 @@ def cap_context(inp: LaunchInput, st: RunSettings, engine: str) -> tuple[RunSett
         limit = max(limit or 0, yarn.max_context)
     if limit is None or st.context <= limit:
         return st, None
-    why = {"vllm": "vLLM refuses a longer --max-model-len", "sglang": "SGLang refuses a longer --context-length",
-           "llama.cpp": "llama.cpp would run past the trained context (its own warning) and quality breaks down",
-           "ollama": "Ollama's runner would run past the trained context and quality breaks down",
-           "mlx": "past it the model was not trained"}.get(engine, "past it the model was not trained")
-    what = "with YaRN, the longest the model documents" if yarn is not None and engine in YARN_ENGINES else \
-        "the model's maximum context (max_position_embeddings)"
+    why = {"vllm": msg("vLLM refuses a longer --max-model-len"),
+           "sglang": msg("SGLang refuses a longer --context-length"),
+           "llama.cpp": msg("llama.cpp would run past the trained context (its own warning) and quality breaks down"),
+           "ollama": msg("Ollama's runner would run past the trained context and quality breaks down"),
+           }.get(engine) or msg("past it the model was not trained")
+    what = msg("with YaRN, the longest the model documents") if yarn is not None and engine in YARN_ENGINES else \
+        msg("the model's maximum context (max_position_embeddings)")
     if yarn is not None and engine not in YARN_ENGINES:
-        why += f"; {engine} has no command-line switch for the YaRN the model documents (llama.cpp, vLLM, SGLang do)"
-    return (replace(st, context=limit), f"capped at {limit:,} tokens, {what}; {st.context:,} was asked and {why}")
+        why = message.join([why, msg("%(engine)s has no command-line switch for the YaRN the model documents "
+                                     "(llama.cpp, vLLM, SGLang do)", engine=engine)])
+    return (replace(st, context=limit), msg("capped at %(limit)s tokens, %(what)s; %(asked)s was asked and %(why)s",
+                                            limit=Num(limit, ","), what=what, asked=Num(st.context, ","), why=why))
 
 
 def rope_flags(inp: LaunchInput, st: RunSettings, engine: str) -> tuple[list[Flag], dict[str, str]]:
@@ -219,13 +224,16 @@ def rope_flags(inp: LaunchInput, st: RunSettings, engine: str) -> tuple[list[Fla
     yarn, native = inp.spec.yarn, model_max_context(inp.spec)
     if yarn is None or engine not in YARN_ENGINES or native is None or st.context <= native:
         return [], {}
-    why = (f"{ctx_text(st.context)} is past the trained {ctx_text(native)}: YaRN x{yarn.factor:g} over the original "
-           f"{ctx_text(yarn.original_context)} ({yarn.source}); static YaRN slightly lowers quality on short prompts")
+    why = msg("%(context)s is past the trained %(native)s: YaRN x%(factor)s over the original %(original)s "
+              "(%(source)s); static YaRN slightly lowers quality on short prompts", context=ctx_text(st.context),
+              native=ctx_text(native), factor=Num(yarn.factor, "g"), original=ctx_text(yarn.original_context),
+              source=yarn.source)
     scaling = {"rope_type": "yarn", "factor": yarn.factor, "original_max_position_embeddings": yarn.original_context}
     if engine == "llama.cpp":
         return [Flag(flag="--rope-scaling", value="yarn", reason=why),
-                Flag(flag="--rope-scale", value=f"{yarn.factor:g}", reason="the YaRN factor"),
-                Flag(flag="--yarn-orig-ctx", value=str(yarn.original_context), reason="the trained window YaRN scales")], {}
+                Flag(flag="--rope-scale", value=f"{yarn.factor:g}", reason=msg("the YaRN factor")),
+                Flag(flag="--yarn-orig-ctx", value=str(yarn.original_context),
+                     reason=msg("the trained window YaRN scales"))], {}
     import json
 
     override = json.dumps({"rope_scaling": scaling}, separators=(",", ":"))
@@ -246,12 +254,13 @@ def can_offload(inp: LaunchInput) -> bool:
     return bool(inp.hw.devices) and not unified(inp.hw) and bool(inp.hw.system_ram_bytes)
 
 
-def gib(n: float) -> str:
-    return f"{n / GIB:.1f} GiB"
+def gib(n: float) -> Num:
+    """'12.3 GiB' in an f-string; a number an edge can show in the reader's locale in a msg()."""
+    return message.gib(n, 1)
 
 
-def ctx_text(n: int) -> str:
-    return f"{n // 1024}K" if n % 1024 == 0 else f"{n:,}"
+def ctx_text(n: int) -> str | Num:
+    return f"{n // 1024}K" if n % 1024 == 0 else Num(n, ",")
 
 
 def shell_join(parts: list[str]) -> str:
@@ -299,19 +308,22 @@ def engine_format(engine: str, inp: LaunchInput) -> tuple[QuantFormat, str | Non
     if engine in ("llama.cpp", "ollama") and fmt.kind in ("checkpoint", "mlx"):
         name = "Q8_0" if (fmt.bits or 16) >= 8 else "Q6_K" if (fmt.bits or 16) >= 6 else "Q4_K_M"
         other = table.find(name)
-        return other, f"{engine} does not load {fmt.name} weights: sized at the GGUF {name} of the same width"
+        return other, msg("%(engine)s does not load %(quant)s weights: sized at the GGUF %(name)s of the same width",
+                          engine=engine, quant=fmt.name, name=name)
     if engine == "mlx" and fmt.kind != "mlx" and fmt.kind != "native" and inp.spec.prequant is None:
         bits = min((b for b in (3, 4, 6, 8) if b >= _nominal_bits(fmt.name)), default=8)
         mlx = table.find(f"MLX-{bits}bit")
         if mlx is not None:
-            return mlx, f"MLX quantizes its own way: sized at {mlx.name}, the nearest MLX width to {fmt.name}"
+            return mlx, msg("MLX quantizes its own way: sized at %(name)s, the nearest MLX width to %(quant)s",
+                            name=mlx.name, quant=fmt.name)
     if engine in ("vllm", "sglang") and fmt.kind in ("gguf", "mlx"):
         native = native_checkpoint_format(inp)
         if native.name == "BF16" and fmt.name not in ("BF16", "F16"):
             # same width class: 6-8-bit GGUF -> FP8 (quantized on load), 4-5-bit and below -> AWQ int4
             wide = any(t in fmt.name.upper() for t in ("Q8", "Q6", "Q5"))
             native = table.find("FP8" if wide else "AWQ") or native
-        return native, f"{engine} serves checkpoints, not GGUF: sized at {native.name}, the nearest width to {fmt.name}"
+        return native, msg("%(engine)s serves checkpoints, not GGUF: sized at %(name)s, the nearest width to %(quant)s",
+                           engine=engine, name=native.name, quant=fmt.name)
     return fmt, None
 
 

@@ -14,6 +14,7 @@ from fitprobe.estimator.fields import replace
 import math
 
 from ..memory import MemoryBreakdown, balanced_split
+from ..message import Num, join, msg, plural
 from ..quant import WeightBytes
 from .refs import gguf_repo_for
 from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, can_offload, cap_context, ctx_text,
@@ -79,18 +80,18 @@ def plan(inp: LaunchInput) -> LaunchPlan:
         notes.append(capped)
     kvs = [kv] + (["q8_0"] if not inp.kv_explicit and kv in ("f16", "bf16") else [])
     if hw.devices and unified(hw):
-        notes.append("unified memory: the GPU and the CPU share one pool, so moving layers or experts to the "
-                     "CPU frees nothing; only a shorter context or a smaller quant helps")
+        notes.append(msg("unified memory: the GPU and the CPU share one pool, so moving layers or experts to the "
+                         "CPU frees nothing; only a shorter context or a smaller quant helps"))
     found = None if inp.longest_context else _place(inp, fmt, base, kvs, w, reasons)
     if found is None and hw.devices and not unified(hw) and not hw.system_ram_bytes:
-        notes.append("system RAM unknown: offloading to the CPU was not planned (pass --ram-gib, or run "
-                     "`fitprobe check` on the machine itself)")
+        notes.append(msg("system RAM unknown: offloading to the CPU was not planned (pass --ram-gib, or run "
+                         "`fitprobe check` on the machine itself)"))
     if found is None:
         found = _shorter_context(inp, fmt, base, kvs, w, reasons, notes)
     if found is None:
         st = _with_split(inp, fmt, base, w)
         sized = size(inp, fmt, st)
-        notes.append("does not fit at any useful context: see the fixes")
+        notes.append(msg("does not fit at any useful context: see the fixes"))
     else:
         st, sized = found
     return _build(inp, fmt, st, sized, reasons, notes, w)
@@ -113,8 +114,9 @@ def _place(inp: LaunchInput, fmt, st, kvs, w, reasons) -> tuple | None:
         full = full or sized
         if sized.ok:
             if kv != kvs[0]:
-                reasons["kv"] = (f"KV pressure decides fit: the {kvs[0]} cache ({gib(full.mem.kv.total)}) does not fit "
-                                 f"beside the weights; at {kv} it is {gib(sized.mem.kv.total)} and the plan fits")
+                reasons["kv"] = msg("KV pressure decides fit: the %(asked)s cache (%(asked_size)s) does not fit beside "
+                                    "the weights; at %(kv)s it is %(size)s and the plan fits", asked=kvs[0],
+                                    asked_size=gib(full.mem.kv.total), kv=kv, size=gib(sized.mem.kv.total))
             return cand, sized
     if not can_offload(inp) or st.gpu_layers is not None:  # an -ngl the user gave is kept
         return None
@@ -122,7 +124,8 @@ def _place(inp: LaunchInput, fmt, st, kvs, w, reasons) -> tuple | None:
         found = _offload(inp, fmt, replace(st, kv_cache_dtype=kv), w, reasons)
         if found is not None:
             if kv != kvs[0]:
-                reasons["kv"] = f"a {kv} cache leaves more of the model on the GPUs than {kvs[0]}"
+                reasons["kv"] = msg("a %(kv)s cache leaves more of the model on the GPUs than %(asked)s", kv=kv,
+                                    asked=kvs[0])
             return found
     return None
 
@@ -142,14 +145,21 @@ def _offload(inp: LaunchInput, fmt, base, w, reasons) -> tuple | None:
                     for kind, value, st, sized in options), key=lambda o: -o[0][0])
     (rate, rate_text), kind, value, st, sized = rated[0]
     other = rated[1] if len(rated) > 1 else None
-    vs = f"; {'-ngl' if other and other[1] == 'ngl' else '--n-cpu-moe'} {other[2]} would give {other[0][1]}" if other else ""
+    parts = [rate_text]
+    if other:
+        parts.append(msg("%(flag)s %(value)s would give %(rate)s", flag="-ngl" if other[1] == "ngl" else "--n-cpu-moe",
+                         value=other[2], rate=other[0][1]))
     if kind == "moe":
-        reasons["moe"] = (f"the model does not fit on the GPUs; keeping the routed experts of the first {value} of {n} "
-                          f"blocks in RAM ({gib(sized.mem.host_weights_bytes)} host weights) leaves attention, shared "
-                          f"weights and KV on the GPU: {rate_text}{vs}")
+        parts[0] = msg("the model does not fit on the GPUs; keeping the routed experts of the first %(k)s of %(n)s "
+                       "blocks in RAM (%(size)s host weights) leaves attention, shared weights and KV on the GPU: "
+                       "%(rate)s", k=value, n=n, size=gib(sized.mem.host_weights_bytes), rate=rate_text)
+        reasons["moe"] = join(parts)
     else:
-        reasons["ngl"] = (f"the model does not fit on the GPUs: {max(0, value - 1)} of {n} blocks"
-                          f"{' + output layer' if value >= 1 else ''} fit; the rest run from RAM: {rate_text}{vs}")
+        parts[0] = (msg("the model does not fit on the GPUs: %(k)s of %(n)s blocks + output layer fit; the rest run "
+                        "from RAM: %(rate)s", k=max(0, value - 1), n=n, rate=rate_text) if value >= 1 else
+                    msg("the model does not fit on the GPUs: %(k)s of %(n)s blocks fit; the rest run from RAM: %(rate)s",
+                        k=max(0, value - 1), n=n, rate=rate_text))
+        reasons["ngl"] = join(parts)
     return st, sized
 
 
@@ -182,10 +192,10 @@ def _decode_rate(inp: LaunchInput, fmt, st, sized, w) -> tuple[float, str]:
 
     try:
         tps = estimate_speed(inp.spec, w, st, inp.hw, sized.mem, cpu_expert_layers=st.cpu_moe_layers).decode_tps
-        return tps, f"~{tps:.1f} tokens/s"
+        return tps, msg("~%(tps)s tokens/s", tps=Num(tps, ".1f"))
     except ValueError:  # no bandwidth figure: fewer bytes read from RAM per token is faster
         read = cpu_read_per_token(inp, w, ngl=st.gpu_layers, n_cpu_moe=st.cpu_moe_layers)
-        return -read, f"~{gib(read)} read from RAM per token"
+        return -read, msg("~%(size)s read from RAM per token", size=gib(read))
 
 
 def _shorter_context(inp, fmt, base, kvs, w, reasons, notes) -> tuple | None:
@@ -200,13 +210,14 @@ def _shorter_context(inp, fmt, base, kvs, w, reasons, notes) -> tuple | None:
     if c is None:
         lower = largest_fitting(PAD, floor - 1, lambda x: at(x) is not None, step=PAD) if floor > PAD else None
         if lower:
-            notes.append(f"only {lower:,} tokens fit, under the {MIN_USEFUL_CONTEXT:,}-token floor llama.cpp's own "
-                         f"fitter uses (--fit-ctx): not a useful deployment")
+            notes.append(msg("only %(tokens)s tokens fit, under the %(floor)s-token floor llama.cpp's own fitter uses "
+                             "(--fit-ctx): not a useful deployment", tokens=Num(lower, ","),
+                             floor=Num(MIN_USEFUL_CONTEXT, ",")))
         return None
     found = _place(inp, fmt, replace(base, context=c), kvs, w, reasons)
-    reasons["ctx"] = (f"the longest context that fits (multiple of {PAD})" if inp.longest_context else
-                      f"{ctx_text(asked)} does not fit; {ctx_text(c)} is the largest context (multiple of {PAD}) "
-                      f"that does")
+    reasons["ctx"] = (msg("the longest context that fits (multiple of %(pad)s)", pad=PAD) if inp.longest_context else
+                      msg("%(asked)s does not fit; %(context)s is the largest context (multiple of %(pad)s) that does",
+                          asked=ctx_text(asked), context=ctx_text(c), pad=PAD))
     return found
 
 
@@ -214,26 +225,32 @@ def model_args(inp: LaunchInput, fmt) -> tuple[list[Flag], list[str]]:
     """-hf REPO:QUANT only for a repo the catalog (or a Hub listing) knows holds QUANT; else a
     download of the repo's matching files and -m, or a conversion."""
     if inp.gguf_path:
-        return [Flag(flag="-m", value=inp.gguf_path, reason="the local GGUF file that was sized")], []
+        return [Flag(flag="-m", value=inp.gguf_path, reason=msg("the local GGUF file that was sized"))], []
     ref = gguf_repo_for(inp.refs, fmt.name)
     if ref is not None:
         return [Flag(flag="-hf", value=f"{ref.repo}:{fmt.name}",
-                     reason=f"downloads the {fmt.name} GGUF; {ref.repo} holds it ({ref.source}, seen {ref.seen})")], []
-    held = "; ".join(f"{r.repo} holds {', '.join(r.quants)}" for r in inp.refs.gguf)
+                     reason=msg("downloads the %(quant)s GGUF; %(repo)s holds it (%(source)s, seen %(seen)s)",
+                                quant=fmt.name, repo=ref.repo, source=ref.source, seen=ref.seen))], []
+    held = join(msg("%(repo)s holds %(quants)s", repo=r.repo, quants=", ".join(r.quants)) for r in inp.refs.gguf)
     listed = {r.repo for r in inp.refs.gguf}
     unconfirmed = inp.gguf_repo if inp.gguf_repo and inp.gguf_repo not in listed else None
     if unconfirmed:
         local = f"./{unconfirmed.split('/')[-1]}"
         pattern = f"*[-.]{fmt.name}[-.]*"  # Q2_K matches -Q2_K. and -Q2_K-00001-of-, not -UD-Q2_K_XL-
+        download = f"hf download {unconfirmed} --include \"{pattern}\" --local-dir {local}"
         return ([Flag(flag="-m", value=f"$(find {local} -name '{pattern}' | sort | head -n 1)",
-                      reason=f"the {fmt.name} file downloaded from {unconfirmed} (the first part of a split file)")],
-                [f"run first: hf download {unconfirmed} --include \"{pattern}\" --local-dir {local}  "
-                 f"(the catalog knows {unconfirmed} is a GGUF repo of this model, not which quants it holds"
-                 + (f"; {held}" if held else "") + ")"])
+                      reason=msg("the %(quant)s file downloaded from %(repo)s (the first part of a split file)",
+                                 quant=fmt.name, repo=unconfirmed))],
+                [msg("run first: %(command)s  (the catalog knows %(repo)s is a GGUF repo of this model, not which "
+                     "quants it holds%(held)s)", command=download, repo=unconfirmed,
+                     held=join(["", held]) if held else "")])
     name = f"{inp.spec.name}-{fmt.name}.gguf"
-    return ([Flag(flag="-m", value=name, reason=f"a {fmt.name} GGUF of {inp.model_ref}")],
-            [(f"no known GGUF repo holds {fmt.name} ({held}): " if held else f"no GGUF repo is known for {inp.model_ref}: ")
-             + "convert with convert_hf_to_gguf.py and llama-quantize, and pass its path to -m"])
+    return ([Flag(flag="-m", value=name, reason=msg("a %(quant)s GGUF of %(model)s", quant=fmt.name,
+                                                    model=inp.model_ref))],
+            [msg("no known GGUF repo holds %(quant)s (%(held)s): convert with convert_hf_to_gguf.py and "
+                 "llama-quantize, and pass its path to -m", quant=fmt.name, held=held) if held else
+             msg("no GGUF repo is known for %(model)s: convert with convert_hf_to_gguf.py and llama-quantize, and "
+                 "pass its path to -m", model=inp.model_ref)])
 
 
 def _build(inp, fmt, st, sized, reasons, notes, w) -> LaunchPlan:
@@ -241,55 +258,63 @@ def _build(inp, fmt, st, sized, reasons, notes, w) -> LaunchPlan:
     flags, more = model_args(inp, fmt)
     notes = notes + more
     B = st.batch
-    ctx_reason = reasons.get("ctx", f"{ctx_text(st.context)} tokens per sequence as asked")
+    ctx_reason = reasons.get("ctx") or msg("%(context)s tokens per sequence as asked", context=ctx_text(st.context))
     if B > 1:
-        ctx_reason += f"; llama-server's -c is the total over {B} slots ({B} x {st.context})"
+        ctx_reason = join([ctx_reason, msg("llama-server's -c is the total over %(slots)s slots (%(slots)s x "
+                                           "%(context)s)", slots=B, context=str(st.context))])
     flags.append(Flag(flag="--ctx-size", value=str(st.context * B), reason=ctx_reason))
     flags.append(Flag(flag="--parallel", value=str(B),
-                      reason=f"{B} concurrent sequence{'s' if B > 1 else ''}; set explicitly because llama-server's "
-                             f"default (-1 = auto) splits the context into several slots"))
+                      reason=plural("%(n)s concurrent sequence; set explicitly because llama-server's default "
+                                    "(-1 = auto) splits the context into several slots",
+                                    "%(n)s concurrent sequences; set explicitly because llama-server's default "
+                                    "(-1 = auto) splits the context into several slots", B)))
     nodes = 1
     if hw.devices:
         ngl = n + 1 if st.gpu_layers is None else st.gpu_layers
-        flags.append(Flag(flag="-ngl", value=str(ngl), reason=reasons.get(
-            "ngl", f"all {n} blocks + the output layer on the GPU{'s' if len(hw.devices) > 1 else ''} (-ngl counts the output layer)")))
+        flags.append(Flag(flag="-ngl", value=str(ngl), reason=reasons.get("ngl") or (
+            msg("all %(n)s blocks + the output layer on the GPUs (-ngl counts the output layer)", n=n)
+            if len(hw.devices) > 1 else
+            msg("all %(n)s blocks + the output layer on the GPU (-ngl counts the output layer)", n=n))))
         if cpu_moe:
             flags.append(Flag(flag="--n-cpu-moe", value=str(cpu_moe), reason=reasons["moe"]))
         if len(hw.devices) > 1 and ngl > 0 and st.tensor_split:
             split = ",".join(map(str, st.tensor_split))
             if len(st.tensor_split) < MAX_SPLIT_VALUES:
                 flags.append(Flag(flag="--tensor-split", value=split,
-                                  reason="layers per device (the last counts the output layer), chosen so every device "
-                                         "keeps a similar share of its usable memory free: the split this plan was sized on"))
+                                  reason=msg("layers per device (the last counts the output layer), chosen so every "
+                                             "device keeps a similar share of its usable memory free: the split this "
+                                             "plan was sized on")))
             else:
-                notes.append(f"llama.cpp takes at most {MAX_SPLIT_VALUES - 1} --tensor-split values: with "
-                             f"{len(st.tensor_split)} devices it splits by free memory itself (this plan was sized on "
-                             f"{split})")
+                notes.append(msg("llama.cpp takes at most %(most)s --tensor-split values: with %(n)s devices it splits "
+                                 "by free memory itself (this plan was sized on %(split)s)", most=MAX_SPLIT_VALUES - 1,
+                                 n=len(st.tensor_split), split=split))
         nodes = math.ceil(len(hw.devices) / inp.gpus_per_node)
     else:
-        flags.append(Flag(flag="-ngl", value="0", reason="no GPU: every layer runs on the CPU"))
+        flags.append(Flag(flag="-ngl", value="0", reason=msg("no GPU: every layer runs on the CPU")))
     flags += rope_flags(inp, st, "llama.cpp")[0]
     flags.append(Flag(flag="-fa", value="on", reason=(
-        "flash attention: needed for a quantized V cache, and keeps the compute buffer from growing with the context"
-        if st.kv_cache_dtype in ("q8_0", "q4_0") else
-        "flash attention keeps the compute buffer small (no F32 score matrix over the whole cache)")))
+        msg("flash attention: needed for a quantized V cache, and keeps the compute buffer from growing with the "
+            "context") if st.kv_cache_dtype in ("q8_0", "q4_0") else
+        msg("flash attention keeps the compute buffer small (no F32 score matrix over the whole cache)"))))
     if st.kv_cache_dtype != "f16":
-        why = reasons.get("kv", f"{st.kv_cache_dtype} KV cache as asked")
+        why = reasons.get("kv") or msg("%(kv)s KV cache as asked", kv=st.kv_cache_dtype)
         flags.append(Flag(flag="-ctk", value=st.kv_cache_dtype, reason=why))
         flags.append(Flag(flag="-ctv", value=st.kv_cache_dtype, reason=why))
     if st.ubatch != 512:
-        flags.append(Flag(flag="-ub", value=str(st.ubatch), reason="micro-batch the compute buffer was sized for"))
+        flags.append(Flag(flag="-ub", value=str(st.ubatch), reason=msg("micro-batch the compute buffer was sized for")))
         if st.ubatch > 2048:
-            flags.append(Flag(flag="-b", value=str(st.ubatch), reason="the logical batch must be at least the micro-batch"))
+            flags.append(Flag(flag="-b", value=str(st.ubatch),
+                              reason=msg("the logical batch must be at least the micro-batch")))
     flags += _ram_advice(inp, sized)
     setup: list[str] = []
     if nodes > 1:
         hosts = [f"node{i}:{RPC_PORT}" for i in range(1, nodes)]
         setup = [f"ggml-rpc-server -H 0.0.0.0 -p {RPC_PORT}  # on node{i}" for i in range(1, nodes)]
         flags.append(Flag(flag="--rpc", value=",".join(hosts),
-                          reason=f"{len(hw.devices)} GPUs span {nodes} nodes of {inp.gpus_per_node}: the other nodes' "
-                                 f"GPUs join through ggml-rpc-server (RPC backend; insecure, trusted network only)"))
-        notes.append("replace node1.. with the other hosts' addresses")
+                          reason=msg("%(gpus)s GPUs span %(nodes)s nodes of %(per)s: the other nodes' GPUs join "
+                                     "through ggml-rpc-server (RPC backend; insecure, trusted network only)",
+                                     gpus=len(hw.devices), nodes=nodes, per=inp.gpus_per_node)))
+        notes.append(msg("replace node1.. with the other hosts' addresses"))
     command = render(["llama-server"], flags)
     gl = (n + 1 if st.gpu_layers is None else st.gpu_layers) if hw.devices else 0
     return plan_from("llama.cpp", inp, sized, st, fmt, command=command, flags=flags, setup=setup, notes=notes,
@@ -309,11 +334,13 @@ def _ram_advice(inp: LaunchInput, sized: Sized) -> list[Flag]:
     ram = hw.ram_available_bytes if hw.ram_available_bytes is not None else hw.system_ram_bytes
     offloaded = m.host_weights_bytes > (m.model_file_bytes * 0.05)
     if offloaded and m.host_total_bytes > 0.75 * ram:
-        return [Flag(flag="--load-mode", value="mmap+mlock", reason=f"{gib(m.host_weights_bytes)} of weights run from RAM and fill "
-                                            f"{m.host_total_bytes / ram:.0%} of it: locking keeps them from being paged out")]
+        return [Flag(flag="--load-mode", value="mmap+mlock", reason=msg(
+            "%(size)s of weights run from RAM and fill %(share)s of it: locking keeps them from being paged out",
+            size=gib(m.host_weights_bytes), share=Num(m.host_total_bytes / ram, ".0%")))]
     if not offloaded and m.model_file_bytes > ram:
-        return [Flag(flag="--load-mode", value="none", reason=f"the GGUF ({gib(m.model_file_bytes)}) is larger than RAM ({gib(ram)}); "
-                                              "without mmap it is read into the GPUs rather than mapped through the page cache")]
+        return [Flag(flag="--load-mode", value="none", reason=msg(
+            "the GGUF (%(size)s) is larger than RAM (%(ram)s); without mmap it is read into the GPUs rather than "
+            "mapped through the page cache", size=gib(m.model_file_bytes), ram=gib(ram)))]
     return []
 
 

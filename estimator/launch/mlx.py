@@ -12,6 +12,7 @@ from fitprobe.estimator.fields import replace
 
 import math
 
+from ..message import msg, plural
 from .common import (MIB, Flag, LaunchInput, LaunchPlan, Sized, cap_context, engine_format, gib, plan_from, rejudge,
                      shell_join, size)
 
@@ -20,14 +21,15 @@ def mlx_model(inp: LaunchInput, fmt, setup: list[str]) -> tuple[str, str]:
     """A known mlx-community conversion of this width, else `mlx_lm.convert` into a local folder."""
     ref = inp.refs.mlx.get(fmt.name)
     if ref is not None:
-        return ref.repo, f"{fmt.name} conversion on the Hub ({ref.source}, seen {ref.seen})"
+        return ref.repo, msg("%(quant)s conversion on the Hub (%(source)s, seen %(seen)s)", quant=fmt.name,
+                             source=ref.source, seen=ref.seen)
     if fmt.kind != "mlx":
-        return inp.model_ref, "the checkpoint as published"
+        return inp.model_ref, msg("the checkpoint as published")
     bits = int(fmt.bits or 4)
     out = f"./{inp.spec.name}-{bits}bit"
     setup.append(shell_join(["mlx_lm.convert", "--hf-path", inp.model_ref, "-q", "--q-bits", str(bits),
                              "--q-group-size", str(fmt.group_size or 64), "--mlx-path", out]))
-    return out, f"{bits}-bit conversion above"
+    return out, msg("%(bits)s-bit conversion above", bits=bits)
 
 
 def plan(inp: LaunchInput) -> LaunchPlan:
@@ -42,11 +44,13 @@ def plan(inp: LaunchInput) -> LaunchPlan:
     sized = size(inp, fmt, st)
     setup: list[str] = []
     model, how = mlx_model(inp, fmt, setup)
-    flags: list[Flag] = [Flag(flag="--model", value=model, reason=f"the MLX weights to serve ({how})")]
+    flags: list[Flag] = [Flag(flag="--model", value=model, reason=msg("the MLX weights to serve (%(how)s)", how=how))]
     flags.append(Flag(flag="--decode-concurrency", value=str(st.batch),
-                      reason=f"{st.batch} concurrent sequence{'s' if st.batch > 1 else ''}, as sized"))
+                      reason=plural("%(n)s concurrent sequence, as sized", "%(n)s concurrent sequences, as sized",
+                                    st.batch)))
     flags.append(Flag(flag="--prompt-cache-bytes", value=str(sized.mem.kv_cache_bytes),
-                      reason=f"caps the KV caches at the {gib(sized.mem.kv_cache_bytes)} the plan reserved"))
+                      reason=msg("caps the KV caches at the %(size)s the plan reserved",
+                                 size=gib(sized.mem.kv_cache_bytes))))
     dev = inp.hw.devices[0] if inp.hw.devices else None
     if not sized.ok and dev is not None and dev.usable_cap_bytes:
         raised = replace(inp.hw, devices=[replace(d, usable_cap_bytes=None) for d in inp.hw.devices])
@@ -55,9 +59,9 @@ def plan(inp: LaunchInput) -> LaunchPlan:
             need = s2.mem.per_device[0].total_bytes * (1 + inp.sizer.band(fmt, "mlx"))
             limit_mb = min(math.ceil(need / MIB / 1024) * 1024, int(dev.memory_bytes * inp.hw.usable_fraction / MIB))
             setup.insert(0, f"sudo sysctl iogpu.wired_limit_mb={limit_mb}")
-            notes.append(f"the Metal working-set limit ({gib(dev.usable_cap_bytes)}) blocks the fit, not memory: "
-                         f"raising it to {limit_mb} MiB (needed + the estimate's error band) lets the plan fit; "
-                         "the setting resets at reboot")
+            notes.append(msg("the Metal working-set limit (%(limit)s) blocks the fit, not memory: raising it to "
+                             "%(mib)s MiB (needed + the estimate's error band) lets the plan fit; the setting resets "
+                             "at reboot", limit=gib(dev.usable_cap_bytes), mib=limit_mb))
             sized = Sized(s2.mem, rejudge(inp, s2.mem, raised, engine="mlx", fmt=fmt))
     command = shell_join(["mlx_lm.server"] + [p for f in flags for p in (f.flag, f.value) if p is not None])
     return plan_from(engine, inp, sized, st, fmt, command=command, flags=flags, setup=setup, notes=notes)

@@ -12,6 +12,7 @@ import re
 
 from fitprobe.estimator.fields import replace
 
+from ..message import msg, plural
 from .refs import gguf_repo_for, ollama_tag_for
 from .common import (GIB, Flag, can_offload, device_fits, LaunchInput, LaunchPlan, cap_context, ctx_text, engine_format, gib, largest_fitting,
                      plan_from, shell_join, size, unified)
@@ -40,44 +41,46 @@ def plan(inp: LaunchInput) -> LaunchPlan:
         q8 = replace(base, kv_cache_dtype="q8_0")
         s8 = size(inp, fmt, q8)
         if s8.ok:
-            kv_reason = (f"KV pressure decides fit: the f16 cache ({gib(sized.mem.kv.total)}) does not fit beside the "
-                         f"weights; q8_0 ({gib(s8.mem.kv.total)}) does")
+            kv_reason = msg("KV pressure decides fit: the f16 cache (%(f16)s) does not fit beside the weights; q8_0 "
+                            "(%(q8)s) does", f16=gib(sized.mem.kv.total), q8=gib(s8.mem.kv.total))
             st, sized = q8, s8
     n = inp.spec.n_layers
     if not sized.ok and unified(inp.hw):
-        notes.append("unified memory: moving layers to the CPU frees nothing (one pool); only a shorter context "
-                     "or a smaller quant helps")
+        notes.append(msg("unified memory: moving layers to the CPU frees nothing (one pool); only a shorter context "
+                         "or a smaller quant helps"))
     elif not sized.ok and can_offload(inp):
         g = largest_fitting(0, n, lambda x: device_fits(size(inp, fmt, replace(st, gpu_layers=x))))
         if g is not None and size(inp, fmt, replace(st, gpu_layers=g)).ok:
             st = replace(st, gpu_layers=g)
             sized = size(inp, fmt, st)
-            notes.append(f"does not fit on the GPU: Ollama offloads layers itself; about {g} of {n + 1} layers fit "
-                         f"(the rest run on the CPU: slow)")
+            notes.append(msg("does not fit on the GPU: Ollama offloads layers itself; about %(g)s of %(n)s layers fit "
+                             "(the rest run on the CPU: slow)", g=g, n=n + 1))
     B = st.batch
     default = default_context(inp.hw)
     if capped:
         ctx_reason = capped
     elif st.context == default:
-        ctx_reason = f"{ctx_text(st.context)} per sequence as asked (also Ollama's default on this much VRAM; set so it is not left to the tiering)"
+        ctx_reason = msg("%(context)s per sequence as asked (also Ollama's default on this much VRAM; set so it is "
+                         "not left to the tiering)", context=ctx_text(st.context))
     else:
-        ctx_reason = (f"{ctx_text(st.context)} per sequence as asked; Ollama's own default here would be "
-                      f"{ctx_text(default)} (tiered by total VRAM since v0.15.5)")
+        ctx_reason = msg("%(context)s per sequence as asked; Ollama's own default here would be %(default)s (tiered "
+                         "by total VRAM since v0.15.5)", context=ctx_text(st.context), default=ctx_text(default))
     env = {"OLLAMA_CONTEXT_LENGTH": str(st.context), "OLLAMA_NUM_PARALLEL": str(B), "OLLAMA_FLASH_ATTENTION": "1"}
     flags = [
         Flag(flag="OLLAMA_CONTEXT_LENGTH", value=str(st.context),
              reason=ctx_reason),
         Flag(flag="num_ctx", value=str(st.context),
-             reason="the same per model: PARAMETER num_ctx in a Modelfile, or options.num_ctx in an API call"),
+             reason=msg("the same per model: PARAMETER num_ctx in a Modelfile, or options.num_ctx in an API call")),
         Flag(flag="OLLAMA_NUM_PARALLEL", value=str(B),
-             reason=f"{B} concurrent sequence{'s' if B > 1 else ''}; the cache holds num_ctx x {B} tokens"),
+             reason=plural("%(n)s concurrent sequence; the cache holds num_ctx x %(n)s tokens",
+                           "%(n)s concurrent sequences; the cache holds num_ctx x %(n)s tokens", B)),
         Flag(flag="OLLAMA_FLASH_ATTENTION", value="1",
-             reason="flash attention: needed for a quantized KV cache and keeps the compute buffer small"),
+             reason=msg("flash attention: needed for a quantized KV cache and keeps the compute buffer small")),
     ]
     if st.kv_cache_dtype != "f16":
         env["OLLAMA_KV_CACHE_TYPE"] = st.kv_cache_dtype
         flags.append(Flag(flag="OLLAMA_KV_CACHE_TYPE", value=st.kv_cache_dtype,
-                          reason=kv_reason or f"{st.kv_cache_dtype} KV cache as asked"))
+                          reason=kv_reason or msg("%(kv)s KV cache as asked", kv=st.kv_cache_dtype)))
     tag, ref = ollama_tag_for(inp.refs, fmt.name), gguf_repo_for(inp.refs, fmt.name)
     name = tag.repo if tag else f"hf.co/{ref.repo}:{fmt.name}" if ref and fmt.kind == "gguf" else None
     create: list[str] = []
@@ -86,12 +89,13 @@ def plan(inp: LaunchInput) -> LaunchPlan:
         create = [f"printf 'FROM %s\\n' {shell_join([inp.gguf_path])} > Modelfile",
                   shell_join(["ollama", "create", name, "-f", "Modelfile"])]
     if name is None and inp.ollama_name:
-        notes.append(f"Ollama's {inp.ollama_name} is this model, but the catalog does not know which tag holds "
-                     f"{fmt.name}: see ollama.com/library for its quantization tags")
+        notes.append(msg("Ollama's %(name)s is this model, but the catalog does not know which tag holds %(quant)s: "
+                         "see ollama.com/library for its quantization tags", name=inp.ollama_name, quant=fmt.name))
     if not name:
         name = f"<{inp.spec.name}-{fmt.name}>"
-        notes.append(f"no Ollama library name or GGUF repo is known for {inp.model_ref}: create one from a "
-                     f"{fmt.name} GGUF with a Modelfile (FROM ./file.gguf) and `ollama create`")
+        notes.append(msg("no Ollama library name or GGUF repo is known for %(model)s: create one from a %(quant)s GGUF "
+                         "with a Modelfile (FROM ./file.gguf) and `ollama create`", model=inp.model_ref,
+                         quant=fmt.name))
     serve = shell_join([f"{k}={v}" for k, v in env.items()] + ["ollama", "serve"])
     setup = [f"{serve} &", *create]
     command = shell_join(["ollama", "run", name])

@@ -1,48 +1,54 @@
-"""Human text for the launch plans, fixes, gate and verify sections of a PlanOutput."""
+"""Human text for the launch plans, fixes, gate and verify sections of a PlanOutput (in the language
+fitprobe.i18n has chosen: this module is the terminal edge, not the pure core)."""
 from __future__ import annotations
 
-import textwrap
-
-STATUS = {"fits": "FITS", "tight": "TIGHT", "exceeds": "DOES NOT FIT"}
+from fitprobe.i18n import _, say, spec, wrap
+from fitprobe.render import status
 
 
 def _wrapped(text: str, indent: str = "  ") -> list[str]:
-    return textwrap.wrap(text, 100, initial_indent=indent, subsequent_indent=indent + "   ", break_on_hyphens=False,
-                         break_long_words=False)
+    return wrap(text, 100, indent, indent + "   ")
 
 
 def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB"
+    return spec(n / (1 << 30), ".1f", "GiB")
 
 
 def render_launch(o, *, commands: bool = True) -> str:
     """Every engine's command with each flag's reason (`commands`), then fixes, gate and verify."""
     lines: list[str] = []
     if o.launch and commands:
-        lines += ["", "Launch commands (each flag chosen so the plan fits; reasons below)"]
+        lines += ["", _("Launch commands (each flag chosen so the plan fits; reasons below)")]
         for engine, p in o.launch.items():
-            where = f"{_gib(p.total_bytes)} on GPU" + (f", {_gib(p.host_bytes)} in RAM" if p.host_bytes else "")
-            lines += ["", f"  [{engine}] {STATUS.get(p.status, p.status)} — {p.context:,} tokens, {p.quant}, "
-                          f"{p.kv_cache_dtype} KV, {where}"]
+            where = _("%(size)s on GPU") % {"size": _gib(p.total_bytes)} + (
+                ", " + _("%(size)s in RAM") % {"size": _gib(p.host_bytes)} if p.host_bytes else "")
+            lines += ["", f"  [{engine}] {status(p.status)} — " + _("%(tokens)s tokens") % {"tokens": spec(p.context, ",")}
+                      + f", {p.quant}, {p.kv_cache_dtype} KV, {where}"]
             lines += [f"    $ {c}" for c in p.command.splitlines() if c]
             for f in p.flags:
-                lines.append(f"      {f.flag}{' ' + f.value if f.value is not None else ''}: {f.reason}")
-            lines += [f"      note: {n}" for n in p.notes]
+                lines.append(f"      {f.flag}{' ' + f.value if f.value is not None else ''}: {say(f.reason)}")
+            lines += ["      " + _("note: %(note)s") % {"note": say(n)} for n in p.notes]
     if o.fixes:
-        lines += ["", "What would make it fit as asked (best first)"]
+        lines += ["", _("What would make it fit as asked (best first)")]
         for f in o.fixes:
-            lines += _wrapped(f"{f.rank}. {f.change} — {STATUS.get(f.status, f.status)}; {f.cost}")
+            lines += _wrapped(f"{f.rank}. {say(f.change)} — {status(f.status)}; {say(f.cost)}")
     if o.gate is not None:
-        lines += ["", f"Gate: {'PASS' if o.gate.passed else 'FAIL'} ({o.gate.subject})"]
+        verdict = _("PASS") if o.gate.passed else _("FAIL")
+        lines += ["", _("Gate: %(verdict)s (%(subject)s)") % {"verdict": verdict, "subject": o.gate.subject}]
         for c in o.gate.checks:
-            lines += _wrapped(f"[{'ok' if c.passed else 'FAIL'}] {c.name}: need {c.required}, have {c.actual} — {c.reason}")
+            lines += _wrapped(f"[{_('ok') if c.passed else _('FAIL')}] " + _(
+                "%(name)s: need %(required)s, have %(actual)s — %(reason)s") % {
+                "name": c.name, "required": say(c.required), "actual": say(c.actual), "reason": say(c.reason)})
     v = getattr(o, "verify", None)
     if v is not None:
-        lines += ["", f"Verify (llama-fit-params): {'ran' if v.ok else 'failed: ' + (v.error or '')}"]
+        ran = _("ran") if v.ok else _("failed: %(error)s") % {"error": v.error or ""}
+        lines += ["", _("Verify (llama-fit-params): %(result)s") % {"result": ran}]
         if v.fitted_args:
-            lines.append(f"  llama.cpp chose: {v.fitted_args[:160]}")
+            lines.append("  " + _("llama.cpp chose: %(args)s") % {"args": v.fitted_args[:160]})
         for d in v.devices:
-            ours = f"fitprobe {d.fitprobe_mib} MiB (diff {d.difference_mib:+d})" if d.fitprobe_mib is not None else ""
-            lines.append(f"  {d.device} {d.name}: llama.cpp {d.llama_mib} MiB used, {d.layers} layers; {ours}")
-        lines += [f"  note: {n}" for n in v.notes]
+            ours = (_("fitprobe %(mib)s MiB (diff %(diff)s)") % {"mib": d.fitprobe_mib, "diff": f"{d.difference_mib:+d}"}
+                    if d.fitprobe_mib is not None else "")
+            lines.append(f"  {d.device} {d.name}: " + _("llama.cpp %(mib)s MiB used, %(layers)s layers; %(ours)s") % {
+                "mib": d.llama_mib, "layers": d.layers, "ours": ours})
+        lines += ["  " + _("note: %(note)s") % {"note": say(n)} for n in v.notes]
     return "\n".join(lines)

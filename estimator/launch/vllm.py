@@ -15,6 +15,7 @@ import math
 
 from ..hardware import Hardware
 from ..memory import MemoryBreakdown, driver_total_bytes
+from ..message import join, msg, plural
 from ..spec import ModelSpec
 from .common import (GIB, MIN_USEFUL_CONTEXT, Flag, LaunchInput, LaunchPlan, Sized, can_offload, cap_context, ctx_text,
                      engine_format, rope_flags,
@@ -95,26 +96,30 @@ def quantization_flag(inp: LaunchInput, fmt) -> tuple[Flag | None, str | None]:
             name = "modelopt_fp4" if q.fmt and "fp4" in q.fmt.lower() else "modelopt"
         if name:
             return Flag(flag="--quantization", value=name,
-                        reason=f"matches the checkpoint's quantization_config (quant_method {q.method})"), None
+                        reason=msg("matches the checkpoint's quantization_config (quant_method %(method)s)",
+                                   method=q.method)), None
         return None, None
     if fmt.name == "FP8":
         ref = inp.refs.checkpoints.get("FP8")
         if ref is not None:
             return Flag(flag="--quantization", value="fp8",
-                        reason=f"the publisher's FP8 checkpoint {ref.repo} ({ref.source}, seen {ref.seen})"), None
+                        reason=msg("the publisher's FP8 checkpoint %(repo)s (%(source)s, seen %(seen)s)",
+                                   repo=ref.repo, source=ref.source, seen=ref.seen)), None
         return Flag(flag="--quantization", value="fp8",
-                    reason="FP8 weights quantized on load from the 16-bit checkpoint (dynamic per-tensor scales)"), None
+                    reason=msg("FP8 weights quantized on load from the 16-bit checkpoint (dynamic per-tensor "
+                               "scales)")), None
     if fmt.name == "NF4":
         return Flag(flag="--quantization", value="bitsandbytes",
-                    reason="4-bit NF4 quantized on load by bitsandbytes"), None
+                    reason=msg("4-bit NF4 quantized on load by bitsandbytes")), None
     method = {"AWQ": "awq", "GPTQ": "gptq", "NVFP4": "modelopt_fp4"}.get(fmt.name)
     if method:
         ref = inp.refs.checkpoints.get(fmt.name)
         if ref is None:  # no such checkpoint known: no flag that would fail on the 16-bit repo
-            return None, (f"{fmt.name} needs a pre-quantized {fmt.name} checkpoint of {inp.model_ref}; none is known "
-                          f"to the catalog: replace the model with its repo id")
+            return None, msg("%(quant)s needs a pre-quantized %(quant)s checkpoint of %(model)s; none is known to the "
+                             "catalog: replace the model with its repo id", quant=fmt.name, model=inp.model_ref)
         return Flag(flag="--quantization", value=method,
-                    reason=f"{fmt.name} weights of {ref.repo} ({ref.source}, seen {ref.seen})"), None
+                    reason=msg("%(quant)s weights of %(repo)s (%(source)s, seen %(seen)s)", quant=fmt.name,
+                               repo=ref.repo, source=ref.source, seen=ref.seen)), None
     return None, None
 
 
@@ -140,9 +145,10 @@ def plan(inp: LaunchInput, engine: str = "vllm") -> LaunchPlan:
             cand = inp.table.find(name)
             if cand is None or cand.name == fmt.name:
                 continue
-            how = "as published" if name == "BF16" else "quantized to FP8 on load (--quantization fp8)"
-            note = (f"{engine} serves checkpoints, not GGUF: this repo's weights {how} fit at the context asked, so the "
-                    f"command runs as pasted; for a {inp.fmt.name}-sized model pass an AWQ/GPTQ checkpoint's repo id")
+            how = msg("as published") if name == "BF16" else msg("quantized to FP8 on load (--quantization fp8)")
+            note = msg("%(engine)s serves checkpoints, not GGUF: this repo's weights %(how)s fit at the context asked, "
+                       "so the command runs as pasted; for a %(quant)s-sized model pass an AWQ/GPTQ checkpoint's repo id",
+                       engine=engine, how=how, quant=inp.fmt.name)
             p = _plan_format(inp, engine, cand, note)
             if p.fits and not any(f.flag == "--cpu-offload-gb" for f in p.flags) and \
                     p.context == _asked_context(inp, engine):
@@ -163,14 +169,15 @@ def _plan_format(inp: LaunchInput, engine: str, fmt, fmt_note: str | None) -> La
         notes.append(capped)
     if not inp.hw.devices:
         sized = size(inp, fmt, base)
-        notes.append(f"{engine} needs GPUs: no plan for CPU-only hardware")
+        notes.append(msg("%(engine)s needs GPUs: no plan for CPU-only hardware", engine=engine))
         return plan_from(engine, inp, Sized(sized.mem, replace(sized.verdict, status="exceeds")), base, fmt,
                          command="", flags=[], notes=notes)
     tp, pp, nodes = layout(inp, across_nodes_tp=engine == "sglang")
     used = tp * pp
     if used < len(inp.hw.devices):
-        notes.append(f"uses {used} of {len(inp.hw.devices)} GPUs: {inp.spec.n_heads} attention heads / "
-                     f"{inp.spec.n_kv_heads} KV heads allow TP {tp}")
+        notes.append(msg("uses %(used)s of %(total)s GPUs: %(heads)s attention heads / %(kv_heads)s KV heads allow TP "
+                         "%(tp)s", used=used, total=len(inp.hw.devices), heads=inp.spec.n_heads,
+                         kv_heads=inp.spec.n_kv_heads, tp=tp))
     hw = sub_hardware(inp.hw, tp)
 
     def sz(st) -> Sized:
@@ -186,8 +193,9 @@ def _plan_format(inp: LaunchInput, engine: str, fmt, fmt_note: str | None) -> La
     if not sized.ok and not inp.kv_explicit:
         s8 = sz(fp8)
         if s8.ok:
-            reasons["kv"] = (f"KV pressure decides fit: at {ctx_text(base.context)} the 16-bit cache "
-                             f"({gib(sized.mem.kv_cache_bytes)}) does not fit the budget; fp8 ({gib(s8.mem.kv_cache_bytes)}) does")
+            reasons["kv"] = msg("KV pressure decides fit: at %(context)s the 16-bit cache (%(size)s) does not fit the "
+                                "budget; fp8 (%(fp8)s) does", context=ctx_text(base.context),
+                                size=gib(sized.mem.kv_cache_bytes), fp8=gib(s8.mem.kv_cache_bytes))
             st, sized = fp8, s8
     if not sized.ok:
         floor = min(MIN_USEFUL_CONTEXT, base.context)
@@ -200,10 +208,11 @@ def _plan_format(inp: LaunchInput, engine: str, fmt, fmt_note: str | None) -> La
             c, cand = best
             st = replace(cand, context=c)
             sized = sz(st)
-            reasons["ctx"] = (f"{ctx_text(base.context)} does not fit the KV budget; {ctx_text(c)} is the largest "
-                              f"max-model-len (multiple of {BLOCK}) that does")
+            reasons["ctx"] = msg("%(asked)s does not fit the KV budget; %(context)s is the largest max-model-len "
+                                 "(multiple of %(block)s) that does", asked=ctx_text(base.context),
+                                 context=ctx_text(c), block=BLOCK)
             if cand.kv_cache_dtype == "fp8":
-                reasons["kv"] = "fp8 KV: the 16-bit cache fits a shorter context than fp8 does"
+                reasons["kv"] = msg("fp8 KV: the 16-bit cache fits a shorter context than fp8 does")
     if not sized.ok and engine == "vllm" and can_offload(inp):
         st = fp8 if not inp.kv_explicit else base
         full = sz(st)
@@ -221,9 +230,10 @@ def _plan_format(inp: LaunchInput, engine: str, fmt, fmt_note: str | None) -> La
             if capped:
                 reasons["ctx"] = capped
             if st.kv_cache_dtype == "fp8":
-                reasons["kv"] = "fp8 KV: halves the cache, so fewer weights have to be offloaded"
-            reasons["offload"] = (f"last resort: even {ctx_text(min(MIN_USEFUL_CONTEXT, base.context))} does not fit; "
-                                  f"{g} GiB of weights per GPU stay in pinned RAM and cross PCIe every step (slow)")
+                reasons["kv"] = msg("fp8 KV: halves the cache, so fewer weights have to be offloaded")
+            reasons["offload"] = msg("last resort: even %(context)s does not fit; %(gib)s GiB of weights per GPU stay "
+                                     "in pinned RAM and cross PCIe every step (slow)",
+                                     context=ctx_text(min(MIN_USEFUL_CONTEXT, base.context)), gib=g)
         else:
             st, sized = base, sz(base)
     return _build(inp, engine, fmt, st, sized, tp, pp, nodes, offload, reasons, notes)
@@ -233,42 +243,51 @@ def _build(inp, engine, fmt, st, sized, tp, pp, nodes, offload, reasons, notes) 
     spec = inp.spec
     flags: list[Flag] = []
     world = tp * pp
-    tp_reason = (f"largest size ≤ {min(len(inp.hw.devices), inp.gpus_per_node)} GPUs per node that divides the "
-                 f"{spec.n_heads} attention heads" + ("" if spec.mla else f" and fits the {spec.n_kv_heads} KV heads")
-                 + (f" and the {spec.intermediate_size} MLP width" if spec.intermediate_size else ""))
+    limit = min(len(inp.hw.devices), inp.gpus_per_node)
+    tp_reason = join([msg("largest size ≤ %(limit)s GPUs per node that divides the %(heads)s attention heads",
+                          limit=limit, heads=spec.n_heads),
+                      *([] if spec.mla else [msg("fits the %(kv_heads)s KV heads", kv_heads=spec.n_kv_heads)]),
+                      *([msg("the %(width)s MLP width", width=spec.intermediate_size)] if spec.intermediate_size
+                        else [])], " and ")
     if engine == "vllm":
         flags.append(Flag(flag="--tensor-parallel-size", value=str(tp), reason=tp_reason))
         if pp > 1:
             flags.append(Flag(flag="--pipeline-parallel-size", value=str(pp),
-                              reason=f"{len(inp.hw.devices)} GPUs span {nodes} nodes of {inp.gpus_per_node}: TP inside "
-                                     f"a node, each node one pipeline stage holding 1/{pp} of the layers"))
+                              reason=msg("%(gpus)s GPUs span %(nodes)s nodes of %(per)s: TP inside a node, each node "
+                                         "one pipeline stage holding 1/%(pp)s of the layers", gpus=len(inp.hw.devices),
+                                         nodes=nodes, per=inp.gpus_per_node, pp=pp)))
             flags.append(Flag(flag="--distributed-executor-backend", value="ray",
-                              reason="multi-node vLLM runs its workers on a Ray cluster"))
-        flags.append(Flag(flag="--max-model-len", value=str(st.context),
-                          reason=reasons.get("ctx", f"{ctx_text(st.context)} as asked" + ("; fits the KV budget" if sized.ok else
-                                                                                        "; does not fit (see the fixes)"))))
+                              reason=msg("multi-node vLLM runs its workers on a Ray cluster")))
+        flags.append(Flag(flag="--max-model-len", value=str(st.context), reason=reasons.get("ctx") or (
+            msg("%(context)s as asked; fits the KV budget", context=ctx_text(st.context)) if sized.ok else
+            msg("%(context)s as asked; does not fit (see the fixes)", context=ctx_text(st.context)))))
         flags.append(Flag(flag="--gpu-memory-utilization", value=f"{st.gpu_memory_utilization:g}",
-                          reason="vLLM's share of each GPU: weights, activations and the KV budget live inside it; "
-                                 "CUDA graphs use the rest"))
+                          reason=msg("vLLM's share of each GPU: weights, activations and the KV budget live inside it; "
+                                     "CUDA graphs use the rest")))
         if st.kv_cache_dtype == "fp8":
-            flags.append(Flag(flag="--kv-cache-dtype", value="fp8", reason=reasons.get("kv", "fp8 KV cache as asked")))
-        flags.append(Flag(flag="--max-num-seqs", value=str(st.batch),
-                          reason=f"{st.batch} concurrent sequence{'s' if st.batch > 1 else ''}: the KV budget was sized for "
-                                 f"{st.batch} x {ctx_text(st.context)}"))
+            flags.append(Flag(flag="--kv-cache-dtype", value="fp8",
+                              reason=reasons.get("kv") or msg("%(kv)s KV cache as asked", kv="fp8")))
+        flags.append(Flag(flag="--max-num-seqs", value=str(st.batch), reason=plural(
+            "%(n)s concurrent sequence: the KV budget was sized for %(n)s x %(context)s",
+            "%(n)s concurrent sequences: the KV budget was sized for %(n)s x %(context)s", st.batch,
+            context=ctx_text(st.context))))
     else:
         flags.append(Flag(flag="--tp", value=str(tp), reason=tp_reason if nodes == 1 else
-                          f"tensor parallel over all {tp} GPUs of {nodes} nodes; {spec.n_heads} heads divide by it"))
+                          msg("tensor parallel over all %(tp)s GPUs of %(nodes)s nodes; %(heads)s heads divide by it",
+                              tp=tp, nodes=nodes, heads=spec.n_heads)))
         frac = _mem_fraction(sized.mem, inp)
         flags.append(Flag(flag="--mem-fraction-static", value=f"{frac:.2f}",
-                          reason="weights + KV pool share of each GPU: SGLang's default rule (GPU memory minus the "
-                                 "reserve for activations and CUDA graphs), pinned so the plan is reproducible"))
-        flags.append(Flag(flag="--context-length", value=str(st.context),
-                          reason=reasons.get("ctx", f"{ctx_text(st.context)} as asked" + ("; fits the KV pool" if sized.ok else
-                                                                                        "; does not fit (see the fixes)"))))
+                          reason=msg("weights + KV pool share of each GPU: SGLang's default rule (GPU memory minus the "
+                                     "reserve for activations and CUDA graphs), pinned so the plan is reproducible")))
+        flags.append(Flag(flag="--context-length", value=str(st.context), reason=reasons.get("ctx") or (
+            msg("%(context)s as asked; fits the KV pool", context=ctx_text(st.context)) if sized.ok else
+            msg("%(context)s as asked; does not fit (see the fixes)", context=ctx_text(st.context)))))
         if st.kv_cache_dtype == "fp8":
-            flags.append(Flag(flag="--kv-cache-dtype", value="fp8_e4m3", reason=reasons.get("kv", "fp8 KV cache as asked")))
+            flags.append(Flag(flag="--kv-cache-dtype", value="fp8_e4m3",
+                              reason=reasons.get("kv") or msg("%(kv)s KV cache as asked", kv="fp8")))
         flags.append(Flag(flag="--max-running-requests", value=str(st.batch),
-                          reason=f"{st.batch} concurrent sequence{'s' if st.batch > 1 else ''}, as sized"))
+                          reason=plural("%(n)s concurrent sequence, as sized", "%(n)s concurrent sequences, as sized",
+                                        st.batch)))
     qflag, qnote = quantization_flag(inp, fmt)
     if qflag:
         flags.append(qflag)
@@ -276,8 +295,8 @@ def _build(inp, engine, fmt, st, sized, tp, pp, nodes, offload, reasons, notes) 
         notes.append(qnote)
     if engine == "vllm" and spec.moe and world > 1 and spec.moe.n_experts >= world:
         flags.append(Flag(flag="--enable-expert-parallel",
-                          reason=f"MoE with {spec.moe.n_experts} experts on {world} GPUs: whole experts per GPU "
-                                 "instead of slicing every expert across ranks"))
+                          reason=msg("MoE with %(experts)s experts on %(gpus)s GPUs: whole experts per GPU instead of "
+                                     "slicing every expert across ranks", experts=spec.moe.n_experts, gpus=world)))
     if offload:
         flags.append(Flag(flag="--cpu-offload-gb", value=str(offload), reason=reasons["offload"]))
     yarn, env = rope_flags(inp, st, engine)
@@ -289,13 +308,15 @@ def _build(inp, engine, fmt, st, sized, tp, pp, nodes, offload, reasons, notes) 
         if nodes > 1:
             setup = [f"ray start --head --port={RAY_PORT}  # on the head node",
                      f"ray start --address=<head-ip>:{RAY_PORT}  # on each of the other {nodes - 1} node(s)"]
-            notes.append("run vllm serve on the head node once every node has joined the Ray cluster")
+            notes.append(msg("run vllm serve on the head node once every node has joined the Ray cluster"))
     else:
         if nodes > 1:
-            flags += [Flag(flag="--nnodes", value=str(nodes), reason=f"{nodes} nodes of {inp.gpus_per_node} GPUs"),
-                      Flag(flag="--node-rank", value="0", reason="this command is node 0; run it on node i with --node-rank i"),
+            flags += [Flag(flag="--nnodes", value=str(nodes), reason=msg("%(nodes)s nodes of %(per)s GPUs", nodes=nodes,
+                                                                         per=inp.gpus_per_node)),
+                      Flag(flag="--node-rank", value="0",
+                           reason=msg("this command is node 0; run it on node i with --node-rank i")),
                       Flag(flag="--dist-init-addr", value="node0:50000",
-                           reason="rendezvous address of node 0 (replace node0 with its address)")]
+                           reason=msg("rendezvous address of node 0 (replace node0 with its address)"))]
         command = render(["python", "-m", "sglang.launch_server", "--model-path", model], flags, env)
     return plan_from(engine, inp, sized, st, fmt, command=command, flags=flags, setup=setup, notes=notes, env=env,
                      gpu_layers=None, tensor_parallel=tp, pipeline_parallel=pp, nodes=nodes)

@@ -22,7 +22,7 @@ print(json.dumps(sorted(sys.modules)), file=sys.stderr)
 
 MODEL = "llama-3.1-8b-instruct"
 HEAVY = {"pydantic", "pydantic_core", "huggingface_hub", "httpx", "httpx2", "gguf", "numpy", "psutil", "pynvml",
-         "jinja2", "babel"}  # babel/jinja2: languages and the report page, imported only when asked for
+         "babel", "jinja2"}  # babel: only es/de/zh text (fitprobe.i18n); jinja2: only the HTML report
 # Modules of answers a plan does not give: the report's sections, probing, the Hub, GGUF files, other commands.
 NOT_FOR_PLAN = {"fitprobe.estimator.cost", "fitprobe.estimator.finetune", "fitprobe.estimator.diagnosis",
                 "fitprobe.estimator.recommend", "fitprobe.verify", "fitprobe.html_report", "fitprobe.cmd_report",
@@ -33,7 +33,7 @@ HUMAN_ONLY = {"fitprobe.render", "fitprobe.estimator.launch.text"}
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    env = {**os.environ, "FITPROBE_CACHE_DIR": str(tmp_path_factory.mktemp("memo"))}
+    env = {**os.environ, "FITPROBE_CACHE_DIR": str(tmp_path_factory.mktemp("memo")), "LC_ALL": "C.UTF-8"}
 
     def imported(*args: str) -> set[str]:
         proc = subprocess.run([sys.executable, "-c", RUN, json.dumps(args)], capture_output=True, text=True,
