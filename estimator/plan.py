@@ -30,6 +30,8 @@ class MatrixRow:
     status: Status
     weights_source: str = doc(description="formula, approximate formula, real file size, exact from checkpoint")
     note: str = doc(default="", description="why a row cannot run here (e.g. a checkpoint format with no GPU)")
+    decode_tps: float | None = doc(default=None, description="report only: decode tokens/s per sequence at this "
+                                   "format and the row's settings, as if it fit (null: not estimated)")
 
 
 @record
@@ -60,6 +62,12 @@ def row_engine(fmt: QuantFormat, engine: str) -> str:
     if fmt.kind == "mlx":
         return "mlx"
     return engine
+
+
+def row_settings(st: RunSettings, fmt: QuantFormat) -> RunSettings:
+    """The settings a matrix row is sized at: the asked ones, in the row's format and engine."""
+    engine = row_engine(fmt, st.engine)
+    return replace(st, quant=fmt.name, engine=engine, kv_cache_dtype=_row_kv(st.kv_cache_dtype, engine))
 
 
 def _row_kv(kv: str, engine: str) -> str:
@@ -126,9 +134,8 @@ class Sizer:
         mem, verdict, source = self.size(fmt, st, now=now)
         matrix = []
         for other in formats if formats is not None else self.table.formats:
-            engine = row_engine(other, st.engine)
-            row_st = replace(st, quant=other.name, engine=engine,
-                                           kv_cache_dtype=_row_kv(st.kv_cache_dtype, engine))
+            row_st = row_settings(st, other)
+            engine = row_st.engine
             m, v, src = self.size(other, row_st, now=now)
             status, note = v.status, ""
             if engine in ("vllm", "sglang") and not self.hw.devices:

@@ -14,7 +14,7 @@ from fitprobe.errors import UsageError  # noqa: F401  (re-exported: bad option v
 from fitprobe.estimator.fields import asdict, replace
 from fitprobe.estimator.hardware import Device, Hardware
 from fitprobe.estimator.message import Num, msg
-from fitprobe.estimator.plan import PlanResult, Sizer
+from fitprobe.estimator.plan import PlanResult, Sizer, row_settings
 from fitprobe.estimator.quant import QuantFormat
 from fitprobe.estimator.settings import ENGINE_KV_DTYPES, RunSettings
 from fitprobe.estimator.tensors import param_counts
@@ -492,6 +492,15 @@ def fill_report(sized: Sized, resolved: ResolvedModel, fmt: QuantFormat, st: Run
             note=msg("$%(price)s/h, %(tier)s, checked %(date)s", price=Num(best.price_per_hour_usd, ".2f"),
                      tier=best.tier, date=best.date_checked)))
     out.recommendations = picks
+    # decode speed per quantization-matrix row (report only: `plan` does not estimate 40-odd speeds)
+    formats = list(table.formats) + resolved.extra_formats
+    for row in out.matrix:
+        row_fmt = find_format(row.quant, formats)
+        if row_fmt is None or row.note:
+            continue
+        row_st = row_settings(st, row_fmt)
+        row_mem, _, _ = sizer.size(row_fmt, row_st)
+        row.decode_tps = speed_fn(spec, sizer.weights(row_fmt)[0], row_st, hw, row_mem).decode_tps
     multi = next((p for p in picks if p.role == "smallest multi-GPU set"), None)
     out.diagnosis = diagnose(sizer, fmt, st, sized.result, model=spec.name, hardware=hw.name,
                              decode_tps=out.speed.decode_tps if out.speed else None,

@@ -122,7 +122,8 @@ def build(model: str, gpu: str | None, gpus: int, opts: dict):
     lookup = hub_lookup(model, opts)
     try:
         use_case = usecases.plan if gpu else usecases.check
-        sized = use_case(request, command="report", right_now=False, hf_token=opts.get("token"), lookup=lookup)
+        # probed hardware: the idle verdict and the one right now (free memory), as `check` gives them
+        sized = use_case(request, command="report", right_now=not gpu, hf_token=opts.get("token"), lookup=lookup)
     finally:
         end_lookup(lookup)
     fill_report(sized, sized.resolved, sized.fmt, sized.settings, sized.hardware, cost_options=cost,
