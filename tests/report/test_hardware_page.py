@@ -1,6 +1,7 @@
 """`fitprobe report --gpu NAME` without MODEL: the hardware page, in text, JSON (FitOutput) and HTML."""
 import json
 import re
+from html import escape as html_escape
 
 from click.testing import CliRunner
 
@@ -24,6 +25,6 @@ def test_hardware_page_html_carries_every_row(tmp_path):
     html = page.read_text()
     data = json.loads(CliRunner().invoke(main, ["report", "--gpu", "H100 SXM", "--json"]).stdout)
     for i, row in enumerate(data["rows"]):
-        assert f'data-k="rows.{i}.decode_tps" data-v="{row["decode_tps"]!r}"' in html
-        assert f"<td>{row['model']}</td>" in html
+        assert f'data-k="rows.{i}.decode_tps" data-v="{json.dumps(row["decode_tps"])}"' in html
+        assert f'<td data-t="rows.{i}.model">{html_escape(row["model"])}</td>' in html
     assert "<script" not in html and html.startswith("<!doctype html>")

@@ -238,3 +238,24 @@ def test_dark_mode_print_and_show_all(browser, pages, tmp_path):
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     ctx.close()
     assert bg == "rgb(13, 17, 23)" and not problems
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_hardware_page_numbers_and_width(browser, tmp_path, width):
+    html = tmp_path / "hw.html"
+    res = CliRunner().invoke(main, ["report", "--gpu", "RTX 4090", "--ram-gib", "64", "--html", str(html), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    ctx, page, problems, requests = open_page(browser, html, width)
+    seen = page.evaluate(COLLECT, ALLOWED)
+    shot = tmp_path / f"hardware-{width}-en.png"
+    page.screenshot(path=str(shot), full_page=True)
+    keep(shot)
+    ctx.close()
+    assert not problems and not requests
+    assert seen["scrollWidth"] <= seen["innerWidth"]
+    assert len(seen["nums"]) >= 7 * len(data["rows"])
+    for n in seen["nums"]:
+        assert json.loads(n["v"]) == lookup(data, n["k"]), n
+        assert n["text"] == formatted(json.loads(n["v"]), n["f"], float(n["s"]), "en"), n
+    assert not seen["loose"], seen["loose"]

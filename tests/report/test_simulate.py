@@ -1,9 +1,7 @@
 """The live speed simulator: timing with an injected clock (no sleeping), the CLI summary line for
-non-TTY / NO_COLOR, and the HTML page's inline script driven by node with fake timers."""
+non-TTY / NO_COLOR. The HTML page's simulator runs in Chromium: tests/report/test_report_page.py."""
 import json
 import re
-import shutil
-import subprocess
 
 import pytest
 from click.testing import CliRunner
@@ -86,38 +84,3 @@ def test_cli_prints_one_summary_line_off_a_tty():
 def test_cli_bad_input_is_one_line():
     result = CliRunner().invoke(main, ["simulate", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--tokens", "0"])
     assert result.exit_code == 2 and "--tokens" in result.output and "Traceback" not in result.output
-
-
-NODE_HARNESS = r"""
-const SIM_JS = %s;
-let now = 0, timers = [];
-globalThis.performance = {now: () => now};
-globalThis.setInterval = (f, ms) => { timers.push(f); return timers.length; };
-globalThis.clearInterval = (id) => { timers[id - 1] = null; };
-function el(tag) { return {tag, textContent: '', children: [], className: '', dataset: {},
-  appendChild(c) { this.children.push(c); }, listeners: {}, addEventListener(t, f) { this.listeners[t] = f; }}; }
-const button = el('button'); Object.assign(button.dataset, %s);
-const out = el('div');
-globalThis.document = {getElementById: (id) => id === 'sim' ? button : out, createElement: el,
-  createTextNode: (t) => ({data: t})};
-eval(SIM_JS);
-button.listeners.click();
-const seen = [];
-for (let t = 0; t <= %f; t += 1) { now = t; for (const f of timers) if (f) f();
-  const words = out.children[1].data.split(/\s+/).filter(Boolean).length; seen.push([t, out.children[0].textContent, words]); }
-console.log(JSON.stringify(seen));
-"""
-
-
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
-def test_html_simulator_script_waits_then_types_at_the_decode_speed():
-    from fitprobe.html_report import SIM_JS
-
-    data = {"ttft": "500", "tps": "20", "tokens": "10", "words": " ".join(SAMPLE)}
-    script = NODE_HARNESS % (json.dumps(SIM_JS), json.dumps(data), 1200.0)
-    run = subprocess.run(["node", "-e", script], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0, run.stderr
-    seen = {t: (label, words) for t, label, words in json.loads(run.stdout)}
-    assert seen[400][0].startswith("reading the prompt") and seen[400][1] == 0
-    assert seen[600][0].startswith("first token after 0.50 s") and seen[600][1] == 2  # (0.6-0.5)·20
-    assert seen[1000][1] == 10 + len("10 tokens in 1.00 s at 20.0 tok/s".split())  # all 10, then the summary
