@@ -26,6 +26,7 @@ CASES = {  # two GPUs with layers in RAM; one GPU that fits; a model far too big
     "70b-2x4090": ["llama-3.1-70b-instruct", "--gpu", "RTX 4090", "--gpus", "2", "--ram-gib", "64", "--ctx", "16k"],
     "8b-4090": ["llama-3.1-8b-instruct", "--gpu", "RTX 4090"],
     "glm-5070": ["GLM-4.5 (355B-A32B)", "--gpu", "RTX 5070"],
+    "probed-busy": ["qwen3-30b-a3b", "--ram-gib", "256"],  # this machine: an H200 with 130 GB taken (below)
 }
 LANGS = ("en",)
 # Text with digits outside a marked number must be one of these: a string of the JSON shown as it is
@@ -60,10 +61,28 @@ def pages(tmp_path_factory):
     for name, args in CASES.items():
         for lang in LANGS:
             html = d / f"{name}-{lang}.html"
-            res = CliRunner().invoke(main, ["report", *args, "--html", str(html), "--json"])
+            with pytest.MonkeyPatch.context() as mp:
+                if name == "probed-busy":
+                    busy_h200(mp)
+                res = CliRunner().invoke(main, ["report", *args, "--html", str(html), "--json"])
             assert res.exit_code in (0, 1), res.output
             out[name, lang] = (html, json.loads(res.stdout))
     return out
+
+
+def busy_h200(mp) -> None:
+    """The probe sees one H200 (the stand-in pynvml with the real capture's values) with 130 GB in use."""
+    import sys
+
+    mp.syspath_prepend(str(Path(__file__).parents[1] / "probe"))
+    from fake_pynvml import FakeNVML
+    from test_probe_nvml import H200
+
+    from fitprobe.probe.types import MiB
+
+    busy = {**H200, "memory": {**H200["memory"], "used": 130_000 * MiB, "free": 13_158 * MiB}}
+    mp.setitem(sys.modules, "pynvml", FakeNVML([busy]))
+    mp.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
 def lookup(data, path: str):
@@ -170,6 +189,17 @@ def test_page_shows_the_json_numbers(browser, pages, tmp_path, case, width, lang
         if lang == "en" and not s["k"].endswith("role"):
             assert s["text"] == lookup(data, s["k"]), s
     assert not seen["loose"], f"numbers on the page that are not the JSON's: {seen['loose']}"
+
+
+def test_probed_page_says_idle_and_right_now(browser, pages):
+    html, data = pages["probed-busy", "en"]
+    assert data["verdict"]["status"] == "fits" and data["verdict_now"]["status"] == "exceeds"
+    ctx, page, _, _ = open_page(browser, html, "desktop")
+    verdict = page.locator("#verdict").inner_text()
+    now_cmd = page.locator("#cmd-now").inner_text()
+    ctx.close()
+    assert "On the idle hardware" in verdict and "Right now (free memory)" in verdict
+    assert now_cmd == data["recommended_now"]["command"]
 
 
 def test_multi_gpu_summary_adds_up(browser, pages):
