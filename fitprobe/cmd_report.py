@@ -55,8 +55,9 @@ def report_command(model, gpu, gpus, **opts):
     out = sized.output
     if opts["html_path"]:
         from .html_report import render_html
+        from .i18n import language
 
-        write_html(opts["html_path"], render_html(out))
+        write_html(opts["html_path"], render_html(out, language()))
     if opts["as_json"] or selection["brief"] or selection["fields"]:
         from fitprobe.contract import to_json
 
@@ -86,8 +87,9 @@ def hardware_page(gpu: str | None, gpus: int, opts: dict) -> None:
     out = build_fit(fit_opts, command="report").output
     if opts["html_path"]:
         from .html_report import render_hardware_html
+        from .i18n import language
 
-        write_html(opts["html_path"], render_hardware_html(out))
+        write_html(opts["html_path"], render_hardware_html(out, language()))
     if opts["as_json"]:
         from fitprobe.contract import fit_to_json
 

@@ -22,7 +22,8 @@ FAQ_CONTEXT = 32768  # the seed pages' "How much VRAM at 32K?"
 
 
 def render_html(o, lang: str = "en") -> str:
-    """The model page (`report MODEL --html`)."""
+    """The model page (`report MODEL --html`) in `lang` (the sentences of the core follow the active
+    language: `fitprobe.i18n.set_language`, as the CLI's --lang sets it)."""
     return _env(lang).get_template("report.html").render(o=o, view=_view(o), lang=lang)
 
 
@@ -33,29 +34,28 @@ def render_hardware_html(o, lang: str = "en") -> str:
 
 @lru_cache(maxsize=None)
 def _env(lang: str) -> jinja2.Environment:
+    from fitprobe import i18n
+
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True,
                              lstrip_blocks=True, undefined=jinja2.StrictUndefined, extensions=["jinja2.ext.i18n"])
-    env.install_gettext_translations(_translations(lang), newstyle=True)
+    env.install_gettext_translations(i18n.translations(lang), newstyle=True)  # the terminal's catalogs
     env.filters["fmt"] = lambda value, spec=",.2f", scale=1: format_number(value, spec, scale, lang)
-    env.filters["say"] = str  # a sentence of the core (verdict reasons, notes) in the page's language
+    env.filters["say"] = i18n.say  # a sentence of the core (verdict reasons, notes) in the active language
     env.globals["host_total"] = host_total
     return env
 
 
-def _translations(lang: str):
-    import gettext
-
-    return gettext.NullTranslations()
-
-
 def format_number(value, spec: str, scale: float, lang: str) -> str:
-    """A JSON number as the page shows it: `value / scale` in the format spec ('ctx': 8K, 4,100)."""
+    """A JSON number as the page shows it: `value / scale` in the format spec, in the language's number
+    style ("421,71" in es and de); 'ctx' is a context length (8K, or 4,100 when not a multiple of 1,024)."""
+    from fitprobe.i18n import spec as localized
+
     if value is None:
         return "–"
     x = value / scale if scale != 1 else value
     if spec == "ctx":
-        return f"{x // 1024}K" if x % 1024 == 0 else format(x, ",")
-    return format(x, spec)
+        return f"{x // 1024}K" if x % 1024 == 0 else localized(x, ",", lang=lang)
+    return localized(x, spec, lang=lang)
 
 
 def _view(o) -> dict:

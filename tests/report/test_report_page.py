@@ -28,7 +28,7 @@ CASES = {  # two GPUs with layers in RAM; one GPU that fits; a model far too big
     "glm-5070": ["GLM-4.5 (355B-A32B)", "--gpu", "RTX 5070"],
     "probed-busy": ["qwen3-30b-a3b", "--ram-gib", "256"],  # this machine: an H200 with 130 GB taken (below)
 }
-LANGS = ("en",)
+LANGS = ("en", "es", "de", "zh")
 # Text with digits outside a marked number must be one of these: a string of the JSON shown as it is
 # (data-t), a sentence of the core (data-say), page furniture that is no datum (data-lit: device ordinals,
 # chart ticks, the simulator's live text), or a command.
@@ -64,7 +64,7 @@ def pages(tmp_path_factory):
             with pytest.MonkeyPatch.context() as mp:
                 if name == "probed-busy":
                     busy_h200(mp)
-                res = CliRunner().invoke(main, ["report", *args, "--html", str(html), "--json"])
+                res = CliRunner().invoke(main, ["report", *args, "--html", str(html), "--json", "--lang", lang])
             assert res.exit_code in (0, 1), res.output
             out[name, lang] = (html, json.loads(res.stdout))
     return out
@@ -128,7 +128,7 @@ def formatted(value, spec: str, scale: float, lang: str) -> str:
 
 
 COLLECT = """(allowed) => {
-  const UNITS = /1M|2³⁰|10⁹|100万/g;  // units in the wording: per 1M tokens, GiB = 2³⁰ bytes
+  const UNITS = /1M|1 Mio\.|2³⁰|10⁹|100万/g;  // units in the wording: per 1M tokens, GiB = 2³⁰ bytes
   const nums = [...document.querySelectorAll('[data-k]')].map(e => ({k: e.dataset.k, v: e.dataset.v, f: e.dataset.f,
     s: e.dataset.s, text: e.textContent}));
   const strs = [...document.querySelectorAll('[data-t]')].map(e => ({k: e.dataset.t, text: e.textContent}));
@@ -266,7 +266,9 @@ def test_dark_mode_print_and_show_all(browser, pages, tmp_path):
     assert page.evaluate("[...document.querySelectorAll('details')].every(d => d.open)")
     assert page.locator("button").first.is_hidden()
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    pdf = page.pdf(format="A4")
     ctx.close()
+    assert pdf.startswith(b"%PDF") and len(pdf) > 50_000
     assert bg == "rgb(13, 17, 23)" and not problems
 
 
