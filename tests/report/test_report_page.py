@@ -291,3 +291,17 @@ def test_hardware_page_numbers_and_width(browser, tmp_path, width):
         assert json.loads(n["v"]) == lookup(data, n["k"]), n
         assert n["text"] == formatted(json.loads(n["v"]), n["f"], float(n["s"]), "en"), n
     assert not seen["loose"], seen["loose"]
+
+
+def test_copy_button_copies_the_command(browser, pages):
+    html, data = pages["8b-4090", "de"]
+    ctx = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+    page = ctx.new_page()
+    page.goto(html.as_uri())
+    button = page.locator("button[data-copy='cmd-recommended']")
+    assert button.inner_text() == "Kopieren"
+    button.click()
+    page.wait_for_function("document.querySelector(\"button[data-copy='cmd-recommended']\").textContent === 'Kopiert'")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    ctx.close()
+    assert copied == data["recommended"]["command"]
