@@ -127,7 +127,7 @@ def formatted(value, spec: str, scale: float, lang: str) -> str:
                           locale=locale)
 
 
-COLLECT = """(allowed) => {
+COLLECT = r"""(allowed) => {
   const UNITS = /1M|1 Mio\.|2³⁰|10⁹|100万/g;  // units in the wording: per 1M tokens, GiB = 2³⁰ bytes
   const nums = [...document.querySelectorAll('[data-k]')].map(e => ({k: e.dataset.k, v: e.dataset.v, f: e.dataset.f,
     s: e.dataset.s, text: e.textContent}));
