@@ -26,5 +26,5 @@ def test_hardware_page_html_carries_every_row(tmp_path):
     data = json.loads(CliRunner().invoke(main, ["report", "--gpu", "H100 SXM", "--json"]).stdout)
     for i, row in enumerate(data["rows"]):
         assert f'data-k="rows.{i}.decode_tps" data-v="{json.dumps(row["decode_tps"])}"' in html
-        assert f'<td data-t="rows.{i}.model">{html_escape(row["model"])}</td>' in html
+        assert f'<td class="l id" data-t="rows.{i}.model">{html_escape(row["model"])}</td>' in html
     assert "<script" not in html and html.startswith("<!doctype html>")
