@@ -10,6 +10,7 @@ import click
 from .cli import EXIT_EXCEEDS, EXIT_USAGE, fail, size_options
 from .estimator.message import join, msg
 from .i18n import N_, _
+from .simulate import DEFAULT_MAX_SECONDS, DEFAULT_TOKENS
 
 
 @click.command("simulate", help=N_("Play MODEL's estimated time to first token and decode speed on named (--gpu) or "
@@ -18,8 +19,8 @@ from .i18n import N_, _
 @click.option("--gpu", default=None, help=N_("catalog GPU name or 'cpu' (default: probe this machine)"))
 @click.option("--gpus", type=int, default=1, show_default=True, help=N_("number of identical GPUs"))
 @click.option("--memory-gib", type=float, default=None, help=N_("memory of each GPU (a device the catalog lacks)"))
-@click.option("--tokens", "n_tokens", type=int, default=120, show_default=True, help=N_("tokens to generate"))
-@click.option("--max-seconds", type=float, default=30.0, show_default=True,
+@click.option("--tokens", "n_tokens", type=int, default=DEFAULT_TOKENS, show_default=True, help=N_("tokens to generate"))
+@click.option("--max-seconds", type=float, default=DEFAULT_MAX_SECONDS, show_default=True,
               help=N_("play faster (and say so) when the run would take longer than this"))
 @size_options
 def simulate_command(model, gpu, gpus, memory_gib, n_tokens, max_seconds, **opts):

@@ -15,8 +15,7 @@ from pathlib import Path
 import jinja2
 
 TEMPLATES = Path(__file__).parent / "templates"
-GIB, GB = 1 << 30, 10**9
-SIM_TOKENS, SIM_MAX_SECONDS = 120, 30.0  # `fitprobe simulate`'s defaults: the page plays the same run
+GIB = 1 << 30
 OFFERS_PER_PROVIDER = 3  # cloud offers shown before "show all"
 FAQ_CONTEXT = 32768  # the seed pages' "How much VRAM at 32K?"
 
@@ -60,15 +59,15 @@ def format_number(value, spec: str, scale: float, lang: str) -> str:
 
 def _view(o) -> dict:
     """What the templates arrange but the contract does not hold in that shape."""
-    from fitprobe.simulate import Playback
+    from fitprobe.simulate import DEFAULT_MAX_SECONDS, DEFAULT_TOKENS, SAMPLE, Playback
 
     sp = o.speed
-    playback = (Playback.plan(sp.ttft_ms, sp.decode_tps, SIM_TOKENS, SIM_MAX_SECONDS)
+    playback = (Playback.plan(sp.ttft_ms, sp.decode_tps, DEFAULT_TOKENS, DEFAULT_MAX_SECONDS)
                 if sp is not None and sp.decode_tps > 0 else None)
-    faq = next((i for i, r in enumerate(o.scaling) if r.context == FAQ_CONTEXT), None)
-    return {"playback": playback, "limiting": limiting_device(o), "offers": offer_groups(o.cost.offers if o.cost else []), "chart": chart(o),
-            "faq_scaling": faq, "other_launch": [(e, p) for e, p in o.launch.items() if e != o.recommended.engine],
-            "words": " ".join(_sample())}
+    return {"playback": playback, "words": " ".join(SAMPLE), "limiting": limiting_device(o),
+            "offers": offer_groups(o.cost.offers if o.cost else []), "chart": chart(o),
+            "faq_scaling": next((i for i, r in enumerate(o.scaling) if r.context == FAQ_CONTEXT), None),
+            "other_launch": [(e, p) for e, p in o.launch.items() if e != o.recommended.engine]}
 
 
 def host_total(mem) -> int:
@@ -80,12 +79,6 @@ def limiting_device(o) -> int | None:
     """The index of the device whose usable − needed is the verdict's margin (None: system RAM decides)."""
     return next((i for i, d in enumerate(o.memory.per_device)
                  if d.usable_bytes - d.total_bytes == o.verdict.margin_bytes), None)
-
-
-def _sample() -> tuple[str, ...]:
-    from fitprobe.simulate import SAMPLE
-
-    return tuple(SAMPLE)
 
 
 def offer_groups(offers) -> list[dict]:

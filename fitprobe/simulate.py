@@ -18,6 +18,7 @@ SAMPLE = ("The quick answer is yes: the model fits in memory, and this is how fa
           "reading every active weight from memory once. Faster memory means faster words; a longer prompt "
           "means a longer pause.").split()
 SPINNER = "|/-\\"
+DEFAULT_TOKENS, DEFAULT_MAX_SECONDS = 120, 30.0  # `fitprobe simulate`'s run; the HTML report plays the same
 
 
 @dataclass(frozen=True)
