@@ -33,6 +33,8 @@ def host_args(st: RunSettings, ngl: int) -> list[str]:
 # Differences found at b11434 and not yet explained (docs/llama-cpp.md lists them); strict, so a fix shows up.
 KNOWN_BUFFER_DIFFERENCES = {
     "gemma-4-31b-it-nvfp4": "llama.cpp's CPU model buffer is one token_embd (2688 MiB) larger than the GGUF's tensors",
+    "gemma-4-31b-it": "llama.cpp's CPU model buffer is one token_embd (2688 MiB) larger than the GGUF's tensors",
+    "gemma-4-26b-a4b": "llama.cpp's CPU model buffer is one token_embd (1408 MiB) larger than the GGUF's tensors",
     "deepseek-v3.2": "CPU compute buffer: fitprobe 266 MiB, llama.cpp 658 MiB (DSA indexer top-k graph not modelled)",
     "nemotron-3-super-120b-a12b": "CPU compute buffer: fitprobe above llama.cpp (394 vs 300 MiB, LatentMoE)",
     "nemotron-3-ultra-550b-a55b": "CPU compute buffer: fitprobe above llama.cpp (752 vs 392 MiB, LatentMoE)",
