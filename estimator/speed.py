@@ -282,10 +282,12 @@ def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware,
         else:
             dense[d] += dense_read
             expert[d] += e_read
-    output_on_gpu = st.engine == "mlx" or (mem.per_device and mem.per_device[-1].weights_bytes > 0
+    # the output layer sits on the last device that holds weights (a split may leave later devices empty)
+    last = max((i for i, d in enumerate(mem.per_device) if d.weights_bytes > 0), default=None)
+    output_on_gpu = st.engine == "mlx" or (last is not None
                                            and (mem.gpu_layers > 0 or st.gpu_layers is None or st.gpu_layers >= 1))
     if output_on_gpu:
-        dense[-1] += out_read
+        dense[-1 if last is None else last] += out_read
     else:
         cpu += out_read
     return DecodeTerms(device_dense=dense, device_expert=expert, cpu_bytes=cpu, parallel=False, **common)

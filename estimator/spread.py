@@ -27,14 +27,15 @@ from typing import Literal
 
 from fitprobe.estimator.fields import doc, record
 
+from .message import Num, msg
 from .quant import MeasuredFile, QuantFormat, QuantTable, is_approximate, recipe_family, weight_bytes
 from .spec import ModelSpec
 from .verdict import ErrorBand
 
 Basis = Literal["family", "format", "approximate formats"]
 
-FAMILY_WORDS = {"dense": "dense", "moe": "MoE", "mla_moe": "latent-attention MoE (DeepSeek-style)",
-                "hybrid": "recurrent-hybrid", "hybrid_moe": "recurrent-hybrid MoE"}
+FAMILY_WORDS = {"dense": msg("dense"), "moe": msg("MoE"), "mla_moe": msg("latent-attention MoE (DeepSeek-style)"),
+                "hybrid": msg("recurrent-hybrid"), "hybrid_moe": msg("recurrent-hybrid MoE")}
 
 
 @record
@@ -51,20 +52,24 @@ class WeightSpread:
     def text(self) -> str:
         """Why the band is wide, in one sentence."""
         w = self.worst
-        seen = (f"{w.model}'s published {w.format} file is {w.published_gib:.1f} GiB against "
-                f"{w.estimate_gib:.1f} GiB by the formula")
+        seen = msg("%(model)s's published %(format)s file is %(published)s against %(estimate)s by the formula",
+                   model=w.model, format=w.format, published=Num(w.published_gib, ".1f", "GiB"),
+                   estimate=Num(w.estimate_gib, ".1f", "GiB"))
         family = FAMILY_WORDS.get(self.family, self.family)
         if self.basis == "family":
-            head = f"{self.format} is sized approximately for {family} models: {seen}"
+            head = msg("%(format)s is sized approximately for %(family)s models: %(seen)s",
+                       format=self.format, family=family, seen=seen)
         elif self.basis == "format":
-            head = (f"{self.format} is sized approximately and no published file of a {family} model checks it: "
-                    f"the band takes the largest excess measured for the format elsewhere ({seen})")
+            head = msg("%(format)s is sized approximately and no published file of a %(family)s model checks it: "
+                       "the band takes the largest excess measured for the format elsewhere (%(seen)s)",
+                       format=self.format, family=family, seen=seen)
         else:
-            head = (f"{self.format} is sized approximately and no published file of it checks the formula: "
-                    f"the band takes the largest excess measured for any approximate format ({seen})")
+            head = msg("%(format)s is sized approximately and no published file of it checks the formula: the band "
+                       "takes the largest excess measured for any approximate format (%(seen)s)",
+                       format=self.format, seen=seen)
         if self.excess <= 0:
-            return f"{head}; the formula is not short there, so the usual band applies"
-        return f"{head}, so the weights' error band adds {self.excess:.0%}"
+            return msg("%(head)s; the formula is not short there, so the usual band applies", head=head)
+        return msg("%(head)s, so the weights' error band adds %(excess)s", head=head, excess=Num(self.excess, ".0%"))
 
 
 def measure(table: QuantTable, specs: dict[str, ModelSpec]) -> list[MeasuredFile]:

@@ -131,7 +131,7 @@ def run_fit_params(tool: str, gguf: str, st, *, timeout_s: int = DEFAULT_TIMEOUT
 
 def compare(result: VerifyResult, inp) -> VerifyResult:
     """Size fitprobe's llama.cpp plan at the -ngl llama.cpp chose and record the per-device difference."""
-    from fitprobe.estimator.launch.common import rejudge, size
+    from fitprobe.estimator.launch.common import size
     from fitprobe.estimator.launch.llama_cpp import moe_offload
 
     if not result.ok or result.gpu_layers is None or not inp.hw.devices:
@@ -146,7 +146,6 @@ def compare(result: VerifyResult, inp) -> VerifyResult:
         mem = moe_offload(mem, w, overflow)
         result.notes.append(msg("%(n)s layers keep their experts in RAM (-ot); fitprobe moves the same number of "
                                 "layers' experts", n=overflow))
-    rejudge(inp, mem, engine="llama.cpp")
     diffs = []
     for dev, ours in zip(result.devices, mem.per_device):
         dev.fitprobe_mib = ours.total_bytes // MIB

@@ -98,10 +98,31 @@ def plan(inp: LaunchInput) -> LaunchPlan:
 
 
 def _with_split(inp: LaunchInput, fmt, st, w):
-    """The settings with the layer split that balances the devices (several GPUs only)."""
-    if len(inp.hw.devices) < 2:
+    """The settings with the layer split that balances the devices (several GPUs only).
+
+    GPUs of other nodes join only through the RPC backend (every token crosses the network), so while
+    the first node's GPUs hold the model with their error band free, the split gives the others nothing
+    and the command runs on one node."""
+    devices, per = inp.hw.devices, inp.gpus_per_node
+    if len(devices) < 2:
         return st
-    return replace(st, tensor_split=balanced_split(inp.spec, w, st, inp.hw, now=inp.now, kv=inp.sizer.kv_for(st)))
+    kv = inp.sizer.kv_for(st)
+    if len(devices) > per:
+        local = (balanced_split(inp.spec, w, st, replace(inp.hw, devices=devices[:per]), now=inp.now, kv=kv)
+                 if per > 1 else (1,))
+        if local is not None:
+            cand = replace(st, tensor_split=(*local, *[0] * (len(devices) - per)))
+            if device_fits(size(inp, fmt, cand), inp.sizer.band(fmt, "llama.cpp")):
+                return cand
+    return replace(st, tensor_split=balanced_split(inp.spec, w, st, inp.hw, now=inp.now, kv=kv))
+
+
+def _nodes_used(inp: LaunchInput, st) -> int:
+    """Nodes whose GPUs hold layers: with a split, up to the last device given any; else all of them."""
+    devices = len(inp.hw.devices)
+    if st.tensor_split:
+        devices = max((i + 1 for i, c in enumerate(st.tensor_split) if c), default=devices)
+    return math.ceil(devices / inp.gpus_per_node)
 
 
 def _place(inp: LaunchInput, fmt, st, kvs, w, reasons) -> tuple | None:
@@ -277,9 +298,11 @@ def _build(inp, fmt, st, sized, reasons, notes, w) -> LaunchPlan:
             msg("all %(n)s blocks + the output layer on the GPU (-ngl counts the output layer)", n=n))))
         if cpu_moe:
             flags.append(Flag(flag="--n-cpu-moe", value=str(cpu_moe), reason=reasons["moe"]))
-        if len(hw.devices) > 1 and ngl > 0 and st.tensor_split:
-            split = ",".join(map(str, st.tensor_split))
-            if len(st.tensor_split) < MAX_SPLIT_VALUES:
+        nodes = _nodes_used(inp, st)
+        shown = st.tensor_split[:nodes * inp.gpus_per_node] if st.tensor_split else None  # the devices that run
+        if shown and len(shown) > 1 and ngl > 0:
+            split = ",".join(map(str, shown))
+            if len(shown) < MAX_SPLIT_VALUES:
                 flags.append(Flag(flag="--tensor-split", value=split,
                                   reason=msg("layers per device (the last counts the output layer), chosen so every "
                                              "device keeps a similar share of its usable memory free: the split this "
@@ -287,8 +310,7 @@ def _build(inp, fmt, st, sized, reasons, notes, w) -> LaunchPlan:
             else:
                 notes.append(msg("llama.cpp takes at most %(most)s --tensor-split values: with %(n)s devices it splits "
                                  "by free memory itself (this plan was sized on %(split)s)", most=MAX_SPLIT_VALUES - 1,
-                                 n=len(st.tensor_split), split=split))
-        nodes = math.ceil(len(hw.devices) / inp.gpus_per_node)
+                                 n=len(shown), split=split))
     else:
         flags.append(Flag(flag="-ngl", value="0", reason=msg("no GPU: every layer runs on the CPU")))
     flags += rope_flags(inp, st, "llama.cpp")[0]

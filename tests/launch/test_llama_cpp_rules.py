@@ -1,6 +1,9 @@
 """llama.cpp / Ollama flag choice: full offload, KV quantization, partial offload, MoE expert offload, RPC."""
+import pytest
+
 from fitprobe.estimator.fields import replace
 from fitprobe.estimator.launch import llama_cpp, ollama
+from fitprobe.estimator.speed import estimate_speed
 
 from planhelpers import flag, make_input
 
@@ -60,16 +63,36 @@ def test_moe_keeps_experts_in_ram_when_that_beats_partial_offload():
     assert verdict.status in ("exceeds", "tight")  # tight: inside the error band, which the planner avoids
 
 
-def test_multi_gpu_split_and_rpc_over_nodes():
+def test_multi_gpu_split_is_the_one_sized():
     p = llama_cpp.plan(make_input("llama-3.1-70b-instruct", "RTX 4090", 2, ctx=8192))
     split = [int(x) for x in flag(p, "--tensor-split").value.split(",")]
     assert sum(split) == 81  # 80 blocks + the output layer, as layer counts
     assert [d.layers for d in p.sized.mem.per_device] == [split[0], split[1] - 1]  # the split it was sized on
     shares = [d.total_bytes / d.usable_bytes for d in p.sized.mem.per_device]
     assert max(shares) <= 1 and max(shares) - min(shares) < 0.03  # balanced: no device left overflowing
-    multi = llama_cpp.plan(make_input("deepseek-v3", "H100 SXM", 16, quant="Q4_K_M", ctx=8192))
-    assert multi.nodes == 2 and flag(multi, "--rpc").value == "node1:50052"
-    assert any(s.startswith("ggml-rpc-server -H 0.0.0.0 -p 50052") for s in multi.setup)
+
+
+def test_a_second_node_joins_only_when_the_first_is_not_enough():
+    """Other nodes' GPUs run through ggml-rpc-server (every token crosses the network): a model that one
+    node's GPUs hold runs there, its split naming only that node's devices."""
+    inp16 = make_input("llama-3.1-8b-instruct", "RTX 3060", 16, quant="Q4_K_M", ctx=8192)
+    small = llama_cpp.plan(inp16)
+    assert small.nodes == 1 and not small.setup and all(f.flag != "--rpc" for f in small.flags)
+    split = [int(x) for x in flag(small, "--tensor-split").value.split(",")]
+    assert len(split) == 8 and sum(split) == 33
+    assert [d.layers for d in small.sized.mem.per_device[8:]] == [0] * 8
+    assert all(d.total_bytes == 0 for d in small.sized.mem.per_device[8:])
+    inp8 = make_input("llama-3.1-8b-instruct", "RTX 3060", 8, quant="Q4_K_M", ctx=8192)
+    one = llama_cpp.plan(inp8)
+
+    def decode(inp, p):
+        w = inp.sizer.weights(inp.table.find(p.quant))[0]
+        return estimate_speed(inp.spec, w, p.settings, inp.hw, p.sized.mem).decode_tps
+
+    assert decode(inp16, small) == pytest.approx(decode(inp8, one))  # the empty node costs nothing
+    big = llama_cpp.plan(make_input("llama-3.1-405b", "RTX 4090", 16, quant="Q4_K_M", ctx=4096))
+    assert big.fits and big.nodes == 2 and flag(big, "--rpc").value == "node1:50052"
+    assert any(s.startswith("ggml-rpc-server -H 0.0.0.0 -p 50052") for s in big.setup)
 
 
 def test_cpu_only_runs_every_layer_on_cpu():

@@ -38,7 +38,7 @@ PLANS = [
     ("qwen3-30b-a3b", "RTX 3060", 1, "Q4_K_M", 8192, 1, None, "--n-cpu-moe"),
     ("qwen3-8b", "RTX 3060", 1, None, 65536, 1, "q8_0", "-ctk"),
     ("gemma-3-27b-it", "RTX 4090", 1, None, 4096, 4, None, "--parallel"),
-    ("llama-3.1-405b", "RTX 4090", 16, "Q2_K", 4096, 1, None, "--rpc"),
+    ("llama-3.1-405b", "RTX 4090", 16, "Q4_K_M", 4096, 1, None, "--rpc"),  # 2 nodes of 8 (Q2_K fits on one)
 ]
 
 
