@@ -16,17 +16,17 @@ GIB = 1 << 30
 
 def _report_options(f):
     opts = [
-        click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False), help="write the page as HTML"),
-        click.option("--hours-per-day", type=positive(24), default=4.0, show_default=True, help="cost: hours of use per day"),
-        click.option("--electricity", type=Number(0, 100), default=0.15, show_default=True, help="cost: electricity USD per kWh"),
-        click.option("--hardware-price", type=Number(0, 1e9), default=None, help="cost: purchase price (default: catalog)"),
-        click.option("--ft-seq-len", type=int, default=2048, show_default=True, help="fine-tuning sequence length"),
-        click.option("--ft-batch", type=int, default=1, show_default=True, help="fine-tuning micro-batch"),
-        click.option("--ft-no-checkpointing", is_flag=True, help="fine-tuning without gradient checkpointing"),
+        click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False), help=N_("write the page as HTML")),
+        click.option("--hours-per-day", type=positive(24), default=4.0, show_default=True, help=N_("cost: hours of use per day")),
+        click.option("--electricity", type=Number(0, 100), default=0.15, show_default=True, help=N_("cost: electricity USD per kWh")),
+        click.option("--hardware-price", type=Number(0, 1e9), default=None, help=N_("cost: purchase price (default: catalog)")),
+        click.option("--ft-seq-len", type=int, default=2048, show_default=True, help=N_("fine-tuning sequence length")),
+        click.option("--ft-batch", type=int, default=1, show_default=True, help=N_("fine-tuning micro-batch")),
+        click.option("--ft-no-checkpointing", is_flag=True, help=N_("fine-tuning without gradient checkpointing")),
         click.option("--ft-optimizer", type=click.Choice(["adamw", "adamw8bit", "sgd"]), default="adamw",
-                     show_default=True, help="fine-tuning optimizer"),
-        click.option("--lora-rank", type=int, default=16, show_default=True, help="LoRA / QLoRA rank"),
-        click.option("--fused-loss", is_flag=True, help="fine-tuning with a fused cross-entropy (no full logits)"),
+                     show_default=True, help=N_("fine-tuning optimizer")),
+        click.option("--lora-rank", type=int, default=16, show_default=True, help=N_("LoRA / QLoRA rank")),
+        click.option("--fused-loss", is_flag=True, help=N_("fine-tuning with a fused cross-entropy (no full logits)")),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -37,8 +37,8 @@ def _report_options(f):
                                  "hardware page: which catalog models run there, at which format and speed (as "
                                  "`fitprobe fit`)."))
 @click.argument("model", required=False)
-@click.option("--gpu", default=None, help="catalog GPU name or 'cpu' (default: probe this machine)")
-@click.option("--gpus", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True, help="number of identical GPUs")
+@click.option("--gpu", default=None, help=N_("catalog GPU name or 'cpu' (default: probe this machine)"))
+@click.option("--gpus", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True, help=N_("number of identical GPUs"))
 @size_options
 @_report_options
 def report_command(model, gpu, gpus, **opts):
