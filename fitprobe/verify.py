@@ -84,14 +84,17 @@ def _is_file(path: str) -> bool:
 
 def fit_params_command(tool: str, gguf: str, st) -> list[str]:
     """The fitter run with the plan's settings; --fit-ctx at the context asked keeps it from shrinking."""
-    ctx = st.context * st.batch
-    cmd = [tool, "--model", gguf, "-c", str(ctx), "-np", str(st.batch), "-fa", "on" if st.flash_attention else "off",
-           "--fit-ctx", str(ctx)]
+    return [tool, "--model", gguf, *settings_flags(st), "--fit-ctx", str(st.context * st.batch)]
+
+
+def settings_flags(st) -> list[str]:
+    """llama.cpp flags of run settings: context over all slots, slots, FA, KV type, ubatch."""
+    args = ["-c", str(st.context * st.batch), "-np", str(st.batch), "-fa", "on" if st.flash_attention else "off"]
     if st.kv_cache_dtype not in ("f16", "auto"):
-        cmd += ["-ctk", st.kv_cache_dtype, "-ctv", st.kv_cache_dtype]
+        args += ["-ctk", st.kv_cache_dtype, "-ctv", st.kv_cache_dtype]
     if st.ubatch != 512:
-        cmd += ["-ub", str(st.ubatch)]
-    return cmd
+        args += ["-ub", str(st.ubatch)]
+    return args
 
 
 def parse_output(stdout: str, stderr: str) -> dict:
@@ -159,16 +162,10 @@ def compare(result: VerifyResult, inp) -> VerifyResult:
 
 
 def plan_flags(inp) -> list[str]:
-    """llama.cpp flags of the plan being verified: context over all slots, slots, FA, KV type, ubatch, -ngl."""
+    """llama.cpp flags of the plan being verified: its run settings and -ngl."""
     st, n = inp.settings, inp.spec.n_layers
     ngl = (n + 1 if st.gpu_layers is None else st.gpu_layers) if inp.hw.devices else 0
-    args = ["-c", str(st.context * st.batch), "-np", str(st.batch), "-fa", "on" if st.flash_attention else "off",
-            "-ngl", str(ngl)]
-    if st.kv_cache_dtype not in ("f16", "auto"):
-        args += ["-ctk", st.kv_cache_dtype, "-ctv", st.kv_cache_dtype]
-    if st.ubatch != 512:
-        args += ["-ub", str(st.ubatch)]
-    return args
+    return [*settings_flags(st), "-ngl", str(ngl)]
 
 
 def model_gguf(inp, directory: str) -> tuple[str, str]:
