@@ -69,7 +69,7 @@ class FitContext:
     quality: QuantQuality
     error_band: float
     policy: RankPolicy
-    calibration: object = None
+    calibration: object  # the speed fit, loaded by the edge (catalogs.speed_calibration)
     engines: list[str] | None = None  # --engine: that one only
     min_margin_bytes: int = 0
 
@@ -96,11 +96,11 @@ def decode_ceiling(weights_bytes: int, spec: ModelSpec, counts, hw: Hardware, en
     weights read once per token at the calibrated bandwidth of every device together, the part that
     cannot fit on the devices at all read from RAM (MoE: routed experts at k/E); no KV, no overhead."""
     share = counts.active / counts.text if counts.text else 1.0
-    eta_ram = calibration.efficiency("llama.cpp/cpu").bandwidth if calibration else 1.0
+    eta_ram = calibration.efficiency("llama.cpp/cpu").bandwidth
     ram_bw = (hw.ram_bandwidth_gbs or DEFAULT_RAM_BANDWIDTH_GBS) * 1e9 * eta_ram
     if not hw.devices:
         return ram_bw / max(1.0, weights_bytes * share)
-    eta = calibration.efficiency(backend_key(engine, hw.devices[0])).bandwidth if calibration else 1.0
+    eta = calibration.efficiency(backend_key(engine, hw.devices[0])).bandwidth
     gpu_bw = sum(d.bandwidth_gbs or 0 for d in hw.devices) * 1e9 * eta
     if not gpu_bw:
         return float("inf")  # no bandwidth figure: no bound
@@ -129,7 +129,7 @@ def conversation_speed(inp: LaunchInput, plan: LaunchPlan, *, depth: int = SPEED
     try:
         sized = size(inp, fmt, st, hw)
         return estimate_speed(inp.spec, inp.sizer.weights(fmt)[0], st, hw, sized.mem,
-                              cpu_expert_layers=plan.cpu_moe_layers, calibration=inp.extra.get("calibration"))
+                              cpu_expert_layers=plan.cpu_moe_layers, calibration=inp.calibration)
     except ValueError:
         return None  # a device without a bandwidth figure: speed unknown, said by the caller
 
@@ -243,7 +243,7 @@ def fit_model(facts: ModelFacts, ctx: FitContext) -> ModelFit:
                          kv_cache_dtype="auto" if engine in ("vllm", "sglang") else "f16")
         inp = LaunchInput(spec=spec, fmt=fmt, settings=st, hw=hw, sizer=sizer, table=ctx.table, hf_id=facts.hf_id,
                           with_max_context=False,
-                          gguf_repo=facts.gguf_repo, ollama_name=facts.ollama, extra={"calibration": ctx.calibration})
+                          gguf_repo=facts.gguf_repo, ollama_name=facts.ollama, calibration=ctx.calibration)
         plan = deploy(inp, engine)
         if engine == "vllm" and any(f.flag == "--cpu-offload-gb" for f in plan.flags):
             plan = replace(plan, fits=False, status="exceeds",

@@ -380,20 +380,17 @@ def cpu_prefill_seconds(t: PrefillTerms, cpu: CpuRates, threads: int) -> float:
 
 def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings, hw: Hardware,
                    memory: MemoryBreakdown, *, prompt_tokens: int = TTFT_PROMPT, prompt_depth: int = 0,
-                   cpu_expert_layers: int = 0, ram_bandwidth_gbs: float | None = None, calibration=None,
+                   calibration, cpu_expert_layers: int = 0, ram_bandwidth_gbs: float | None = None,
                    backend: str | None = None, n_batch: int = DEFAULT_N_BATCH) -> Speed:
     """Decode tokens/s (per sequence and aggregate), prefill tokens/s and TTFT for one sized plan.
 
     `memory` is the breakdown `estimate()` gave for the same weights/settings/hardware (it says
     where each block lives); `cpu_expert_layers` keeps the routed experts of the first N blocks
     in system RAM (llama.cpp --n-cpu-moe). `backend` picks llama.cpp's backend (cuda, hip, vulkan,
-    metal, sycl, cann, cpu; default from the device). `calibration` defaults to the bundled fit.
+    metal, sycl, cann, cpu; default from the device). `calibration` is the speed fit the caller loaded
+    (catalogs.speed_calibration.load_calibration for the bundled one).
     """
     cpu_expert_layers = cpu_expert_layers or settings.cpu_moe_layers
-    if calibration is None:
-        from fitprobe.catalogs.speed_calibration import load_calibration
-
-        calibration = load_calibration()
     if backend is not None and backend not in BACKENDS:
         raise ValueError(f"unknown backend '{backend}' (choose from: {', '.join(BACKENDS)})")
     notes: list[str] = []

@@ -245,12 +245,13 @@ def find_format(name: str, formats: list[QuantFormat]) -> QuantFormat | None:
 
 def launch_input(resolved: ResolvedModel, fmt: QuantFormat, st: RunSettings, hw: Hardware, sizer: Sizer, *,
                  kv_explicit: bool = False, now: bool = False, longest_context: bool = False):
+    from fitprobe.catalogs.speed_calibration import load_calibration
     from fitprobe.estimator.launch import LaunchInput
 
     path = resolved.source.removeprefix("local GGUF ") if resolved.source.startswith("local GGUF ") else None
     local = path or (resolved.source.removeprefix("local ") if resolved.source.startswith("local ") else None)
     return LaunchInput(spec=resolved.spec, fmt=fmt, settings=st, hw=hw, sizer=sizer, table=quant_table(),
-                       hf_id=resolved.spec.hf_id, gguf_repo=resolved.gguf_repo, gguf_path=path,
+                       calibration=load_calibration(), hf_id=resolved.spec.hf_id, gguf_repo=resolved.gguf_repo, gguf_path=path,
                        model_path=os.path.dirname(local) if local and local.endswith(".json") else local,
                        refs=model_refs(resolved), ollama_name=resolved.entry.ollama if resolved.entry else None,
                        kv_explicit=kv_explicit, now=now, longest_context=longest_context)
@@ -425,12 +426,13 @@ def fill_report(sized: Sized, resolved: ResolvedModel, fmt: QuantFormat, st: Run
     from fitprobe.estimator.speed import estimate_speed
 
     band, table, spec = error_band(), quant_table(), resolved.spec
+    calibration = sized.launch_input.calibration
     sizer = sized.launch_input.sizer  # the plan's own sizer: its weights are already computed
     weights = sizer.weights(fmt)
     out = sized.output
 
     def speed_fn(spec_, w, st_, hw_, mem):
-        return estimate_speed(spec_, w, st_, hw_, mem, ram_bandwidth_gbs=ram_bandwidth_gbs)
+        return estimate_speed(spec_, w, st_, hw_, mem, calibration=calibration, ram_bandwidth_gbs=ram_bandwidth_gbs)
 
     rec = Recommender(spec, table, fmt, st, error_band=band, weights=weights, usable_fraction=hw.usable_fraction,
                       speed_fn=speed_fn)

@@ -222,7 +222,8 @@ def _would_fit(fit, ctx) -> list[str]:
     fmt = ctx.table.find(FIX_FORMAT)
     st = RunSettings(quant=fmt.name, context=min(ctx.policy.context_target, f.spec.max_context or 4096))
     sizer = Sizer(f.spec, ctx.table, ctx.hw, error_band=ctx.error_band)
-    inp = LaunchInput(spec=f.spec, fmt=fmt, settings=st, hw=ctx.hw, sizer=sizer, table=ctx.table, hf_id=f.hf_id)
+    inp = LaunchInput(spec=f.spec, fmt=fmt, settings=st, hw=ctx.hw, sizer=sizer, table=ctx.table,
+                      calibration=ctx.calibration, hf_id=f.hf_id)
     fixes = find_fixes(inp)
     return [msg("%(change)s (%(cost)s)", change=x.change, cost=x.cost) for x in fixes[:3]]
 

@@ -70,7 +70,8 @@ def plan_speed(inp: LaunchInput, plan: LaunchPlan):
         return None
     fmt, hw = sized_on(inp, plan)
     try:
-        return estimate_speed(inp.spec, inp.sizer.weights(fmt)[0], plan.settings, hw, plan.sized.mem)
+        return estimate_speed(inp.spec, inp.sizer.weights(fmt)[0], plan.settings, hw, plan.sized.mem,
+                              calibration=inp.calibration)
     except ValueError:
         return None
 

@@ -71,7 +71,8 @@ class LaunchPlan:
 
 @dataclass
 class LaunchInput:
-    """What every planner reads. `sizer` sizes any (format, settings) on `hw`."""
+    """What every planner reads. `sizer` sizes any (format, settings) on `hw`; `calibration` is the
+    speed fit (catalogs.speed_calibration) the edge loaded: planners compare speeds, the core reads no file."""
 
     spec: ModelSpec
     fmt: QuantFormat
@@ -79,6 +80,7 @@ class LaunchInput:
     hw: Hardware
     sizer: Sizer
     table: QuantTable
+    calibration: object
     hf_id: str | None = None
     gguf_repo: str | None = None
     gguf_path: str | None = None
@@ -90,7 +92,6 @@ class LaunchInput:
     with_max_context: bool = True  # every plan states its longest context (a ranking that never reads it skips it)
     gpus_per_node: int = GPUS_PER_NODE
     now: bool = False
-    extra: dict = field(default_factory=dict)
 
     @property
     def model_ref(self) -> str:

@@ -212,7 +212,8 @@ def _decode_rate(inp: LaunchInput, fmt, st, sized, w) -> tuple[float, str]:
     from ..speed import estimate_speed
 
     try:
-        tps = estimate_speed(inp.spec, w, st, inp.hw, sized.mem, cpu_expert_layers=st.cpu_moe_layers).decode_tps
+        tps = estimate_speed(inp.spec, w, st, inp.hw, sized.mem, cpu_expert_layers=st.cpu_moe_layers,
+                             calibration=inp.calibration).decode_tps
         return tps, msg("~%(tps)s tokens/s", tps=Num(tps, ".1f"))
     except ValueError:  # no bandwidth figure: fewer bytes read from RAM per token is faster
         read = cpu_read_per_token(inp, w, ngl=st.gpu_layers, n_cpu_moe=st.cpu_moe_layers)

@@ -87,7 +87,7 @@ def test_a_second_node_joins_only_when_the_first_is_not_enough():
 
     def decode(inp, p):
         w = inp.sizer.weights(inp.table.find(p.quant))[0]
-        return estimate_speed(inp.spec, w, p.settings, inp.hw, p.sized.mem).decode_tps
+        return estimate_speed(inp.spec, w, p.settings, inp.hw, p.sized.mem, calibration=inp.calibration).decode_tps
 
     assert decode(inp16, small) == pytest.approx(decode(inp8, one))  # the empty node costs nothing
     big = llama_cpp.plan(make_input("llama-3.1-405b", "RTX 4090", 16, quant="Q4_K_M", ctx=4096))

@@ -162,7 +162,7 @@ def test_the_fastest_fitting_offload_is_chosen():
         s = size(inp, inp.fmt, st_)
         if s.ok:
             assert chosen.fits
-            assert estimate_speed(inp.spec, w, st_, inp.hw, s.mem).decode_tps <= chosen.speed.decode_tps
+            assert estimate_speed(inp.spec, w, st_, inp.hw, s.mem, calibration=inp.calibration).decode_tps <= chosen.speed.decode_tps
 
 
 def test_yarn_documented_by_the_model_card_extends_the_context_with_each_engines_flags():

@@ -14,6 +14,8 @@ from fitprobe.estimator.quant import weight_bytes
 from fitprobe.estimator.settings import RunSettings
 from fitprobe.estimator.speed import backend_key, estimate_speed, matmul_params
 
+CAL = load_calibration()
+
 
 def _run(model, gpu, n=1, **st):
     spec = resolve(model).spec
@@ -23,7 +25,7 @@ def _run(model, gpu, n=1, **st):
     w = weight_bytes(spec, fmt, table)
     hw = Hardware(devices=[find_gpu(gpu).device()] * n) if gpu else Hardware(devices=[], system_ram_bytes=64 << 30)
     mem = estimate(spec, fmt, table, settings, hw, weights=w)
-    return spec, w, settings, hw, mem, estimate_speed(spec, w, settings, hw, mem)
+    return spec, w, settings, hw, mem, estimate_speed(spec, w, settings, hw, mem, calibration=CAL)
 
 
 def test_decode_is_bytes_over_bandwidth_plus_fixed():
@@ -68,7 +70,7 @@ def test_partial_offload_adds_cpu_time():
 
 def test_expert_offload_moves_only_active_expert_bytes():
     spec, w, st, hw, mem, gpu_only = _run("gpt-oss-20b", "RTX 4090", quant="MXFP4", context=4096)
-    s = estimate_speed(spec, w, st, hw, mem, cpu_expert_layers=spec.n_layers)
+    s = estimate_speed(spec, w, st, hw, mem, cpu_expert_layers=spec.n_layers, calibration=CAL)
     moved = sum(w.experts_per_layer) * spec.moe.n_experts_used / spec.moe.n_experts
     assert s.cpu_bytes_per_token == pytest.approx(moved, rel=1e-6)
     assert s.decode_tps < gpu_only.decode_tps
@@ -83,11 +85,11 @@ def test_tensor_parallel_nvlink_beats_pcie():
     for name, dev in (("nvlink", nv), ("pcie", pcie)):
         hw = Hardware(devices=[dev] * 2)
         mem = estimate(spec, table.find("FP8"), table, st, hw, weights=w)
-        out[name] = estimate_speed(spec, w, st, hw, mem)
+        out[name] = estimate_speed(spec, w, st, hw, mem, calibration=CAL)
     assert out["nvlink"].decode_tps > out["pcie"].decode_tps
     assert out["pcie"].overhead_ms - out["nvlink"].overhead_ms == pytest.approx(2 * 80 * (100 - 20) / 1e3)
     hw1 = Hardware(devices=[nv])
-    single = estimate_speed(spec, w, st, hw1, estimate(spec, table.find("FP8"), table, st, hw1, weights=w))
+    single = estimate_speed(spec, w, st, hw1, estimate(spec, table.find("FP8"), table, st, hw1, weights=w), calibration=CAL)
     assert out["nvlink"].gpu_ms == pytest.approx(single.gpu_ms / 2, rel=0.02)
 
 
@@ -110,7 +112,7 @@ def _cpu(threads, ram_bw, model="llama-3.1-8b-instruct"):
     fmt = table.find(st.quant)
     w = weight_bytes(spec, fmt, table)
     hw = Hardware(devices=[], system_ram_bytes=64 << 30, ram_bandwidth_gbs=ram_bw, cpu_threads=threads)
-    return estimate_speed(spec, w, st, hw, estimate(spec, fmt, table, st, hw, weights=w))
+    return estimate_speed(spec, w, st, hw, estimate(spec, fmt, table, st, hw, weights=w), calibration=CAL)
 
 
 def test_cpu_decode_is_capped_by_cores_and_by_ram():
@@ -128,11 +130,11 @@ def test_cpu_decode_is_capped_by_cores_and_by_ram():
 def test_layer_split_prefill_does_not_add_the_gpus_tflops():
     spec, w, st, hw, mem, one = _run("llama-3.1-8b-instruct", "RTX 4090", context=8192)
     spec, w, st, hw2, mem2, _ = _run("llama-3.1-8b-instruct", "RTX 4090", 2, context=8192)
-    single = estimate_speed(spec, w, st, hw, mem, prompt_tokens=512)
-    pair = estimate_speed(spec, w, st, hw2, mem2, prompt_tokens=512)
+    single = estimate_speed(spec, w, st, hw, mem, prompt_tokens=512, calibration=CAL)
+    pair = estimate_speed(spec, w, st, hw2, mem2, prompt_tokens=512, calibration=CAL)
     assert pair.prefill_tps == pytest.approx(single.prefill_tps, rel=0.03)  # one micro-batch: one after another
-    long_one = estimate_speed(spec, w, st, hw, mem, prompt_tokens=4096)
-    long_two = estimate_speed(spec, w, st, hw2, mem2, prompt_tokens=4096)
+    long_one = estimate_speed(spec, w, st, hw, mem, prompt_tokens=4096, calibration=CAL)
+    long_two = estimate_speed(spec, w, st, hw2, mem2, prompt_tokens=4096, calibration=CAL)
     eff = long_two.efficiency
     ideal = 4 * 2 / (4 + 2 - 1)  # 4 micro-batches of one n_batch over 2 devices
     assert long_two.prefill_tps == pytest.approx(long_one.prefill_tps * (1 + eff.pipeline * (ideal - 1)), rel=0.03)
@@ -156,8 +158,8 @@ def test_quant_family_and_unknown_backend():
         ["f16", "q8_0", "legacy", "k", "k", "iq", "mxfp4", "int4"]
     spec, w, st, hw, mem, _ = _run("qwen3-0.6b", "RTX 4090", context=2048)
     with pytest.raises(ValueError, match="unknown backend"):
-        estimate_speed(spec, w, st, hw, mem, backend="opencl")
-    vk = estimate_speed(spec, w, st, hw, mem, backend="vulkan")
+        estimate_speed(spec, w, st, hw, mem, backend="opencl", calibration=CAL)
+    vk = estimate_speed(spec, w, st, hw, mem, backend="vulkan", calibration=CAL)
     assert vk.backend == "llama.cpp/vulkan"
 
 
