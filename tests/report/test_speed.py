@@ -176,6 +176,8 @@ def test_calibration_points_have_sources_and_accuracy_target():
         s = estimate_speed(spec, w, st, hw, mem, prompt_tokens=p.tokens, prompt_depth=p.depth, calibration=cal,
                            backend=p.backend if p.engine == "llama.cpp" else None, n_batch=p.n_batch)
         est = s.aggregate_tps if p.kind == "decode" else s.prefill_tps
+        if est is None:
+            continue  # no compute figure for the device until a refit measures one (the script counts these apart)
         errors[p.kind].append(abs(est / p.tps - 1))
     # in-sample medians of the bundled fit (scripts/speed_accuracy.py prints them and the held-out ones)
     assert statistics.median(errors["decode"]) <= 0.06
