@@ -17,6 +17,8 @@ import typing
 from functools import lru_cache
 from pathlib import Path
 
+from fitprobe.estimator.fields import annotation
+
 
 try:  # CPython's own SHA-256: `import hashlib` loads OpenSSL first, ~10 ms of every start-up for a digest
     from _sha2 import sha256  # 3.12+
@@ -82,7 +84,12 @@ def _adapter(tp):
 
 @lru_cache(maxsize=None)
 def _hints(cls) -> dict:
-    return typing.get_type_hints(cls)
+    """typing.get_type_hints(cls): each annotation evaluated in the module of the class declaring it."""
+    hints = {}
+    for base in reversed(cls.__mro__):
+        for name, text in base.__dict__.get("__annotations__", {}).items():
+            hints[name] = annotation(text, base.__module__) if isinstance(text, str) else text
+    return hints
 
 
 @lru_cache(maxsize=None)
