@@ -20,13 +20,11 @@ from pathlib import Path
 from fitprobe.estimator.fields import annotation
 
 
-try:  # CPython's own SHA-256: `import hashlib` loads OpenSSL first, ~10 ms of every start-up for a digest
-    from _sha2 import sha256  # 3.12+
-except ImportError:
-    try:
-        from _sha256 import sha256  # 3.10, 3.11
-    except ImportError:  # another interpreter
-        from hashlib import sha256
+try:  # CPython's own BLAKE2 (hashlib's too): `import hashlib` loads OpenSSL first, ~10 ms of every start-up;
+    # and BLAKE2b digests the ~0.4 MB a plan reads about 3x faster than CPython's SHA-256
+    from _blake2 import blake2b
+except ImportError:  # another interpreter
+    from hashlib import blake2b
 
 
 class CatalogValidationError(ValueError):
@@ -43,7 +41,7 @@ def cache_dir() -> Path:
 def _load(tp, data, raw: bytes, *, what: str, check=None):
     """`data` (parsed from `raw`) as an instance of `tp`; validated (and `check`ed) unless this content
     was seen valid."""
-    digest = sha256(_shape(tp).encode() + b"\0" + raw).hexdigest()
+    digest = blake2b(_shape(tp).encode() + b"\0" + raw, digest_size=32).hexdigest()
     memo = cache_dir() / "validated-catalogs"
     if (memo / digest).exists():
         return _build(tp, data)

@@ -160,11 +160,7 @@ class _MixState:
         self.i_attn_v = 0
         self.i_ffn_down = 0  # ffn_down* tensors seen so far, in llama.cpp's order (by layer, then name)
         self.imatrix = imatrix
-        # llama-quant.cpp layer_info (l. 456): without experts the FFN rules take the ffn_down/gate/up
-        # counter as the layer, so in hybrids whose blocks lack an FFN (Nemotron-H) block i is the i-th FFN
-        ffn_layers = [i for i, layer in enumerate(spec.layers) if layer.ffn != "none"]
-        self.ffn_ordinal = ({layer: k for k, layer in enumerate(ffn_layers)} if self.n_expert <= 1
-                            else {i: i for i in range(spec.n_layers)})
+        self.ffn_ordinal = _ffn_ordinal(spec)
 
     def ffn_layer(self, layer: int | None) -> int:
         """The layer index llama.cpp's FFN rules see for a tensor of block `layer`."""
@@ -174,6 +170,16 @@ class _MixState:
     def of(cls, spec: ModelSpec, tensors: tuple[Tensor, ...], imatrix: bool) -> "_MixState":
         has_output = any(t.name == "output.weight" for t in tensors)
         return cls(spec, has_output, sum(1 for t in tensors if _is_v(t.name)), imatrix)
+
+
+def _ffn_ordinal(spec: ModelSpec) -> dict[int, int]:
+    """Block -> the layer index llama.cpp's FFN rules see. llama-quant.cpp layer_info (l. 456): without
+    experts the FFN rules take the ffn_down/gate/up counter as the layer, so in hybrids whose blocks
+    lack an FFN (Nemotron-H) block i is the i-th FFN."""
+    if spec.moe is not None and spec.moe.n_experts > 1:
+        return {i: i for i in range(spec.n_layers)}
+    ffn_layers = [i for i, layer in enumerate(spec.layers) if layer.ffn != "none"]
+    return {layer: k for k, layer in enumerate(ffn_layers)}
 
 
 def _is_v(name: str) -> bool:
@@ -402,6 +408,10 @@ class _Prepared(NamedTuple):
     dynamic_ids: list[int]
     v_counts: list[int]
     down_counts: list[int]  # ffn_down* tensors per block
+    # per block, what its sizes depend on besides the format and the attn_v/ffn_down counters: the
+    # structure and the layer predicates the mix rules test (see weight_bytes)
+    static_keys: list[tuple]
+    dynamic_keys: list[tuple]
 
 
 def _signature(tensors: list[Tensor]) -> tuple:
@@ -430,11 +440,20 @@ def _prepare(spec: ModelSpec) -> _Prepared:
             (dynamic if _is_dynamic(t.name) else static)[t.layer].append(t)
     signatures = [_signature(layer) for layer in static]
     text = tuple(t for t in tensors if not t.vision and not t.mtp)
+    static_ids, dynamic_ids = _ids(signatures), _ids([_signature(layer) for layer in dynamic])
+    n, ffn_ordinal = spec.n_layers, _ffn_ordinal(spec)
+    ffn = [ffn_ordinal.get(i, i) for i in range(n)]
+    # IQ3_XS files give ffn_gate/ffn_up IQ3_XXS in the middle three quarters of the layers; recipes may
+    # give the first eighth other types; attn_v / ffn_down types see the layer only through these
+    # predicates (see _kquant_type)
+    static_keys = [(static_ids[i], i < n // 8, f < n // 8, n // 8 <= f < 7 * n // 8) for i, f in enumerate(ffn)]
+    dynamic_keys = [(dynamic_ids[i], f < n // 16, f < n // 8, _more_bits(f, n)) for i, f in enumerate(ffn)]
     return _Prepared(text, [tuple(x) for x in static], [tuple(x) for x in dynamic], tuple(outside),
                      any(t.name == "output.weight" for t in text), sum(1 for t in text if _is_v(t.name)),
-                     _ids(signatures), _ids([_signature(layer) for layer in dynamic]),
+                     static_ids, dynamic_ids,
                      [sum(1 for t in layer if _is_v(t.name)) for layer in dynamic],
-                     [sum(1 for t in layer if "ffn_down" in t.name) for layer in dynamic])
+                     [sum(1 for t in layer if "ffn_down" in t.name) for layer in dynamic],
+                     static_keys, dynamic_keys)
 
 
 def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatrix: bool | None = None) -> WeightBytes:
@@ -481,14 +500,10 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
     # a checkpoint that leaves named blocks unquantized (modules_to_not_convert) sizes each block on its own
     own_block = not gguf and fmt.name == "FP8" and bool(spec.prequant and spec.prequant.modules_not_converted)
     for i in range(n):
-        # IQ3_XS files give ffn_gate/ffn_up IQ3_XXS in the middle three quarters of the layers;
-        # recipes may give the first eighth other types
-        f = st.ffn_layer(i)
-        static_b, static_e = block((prep.static_ids[i], i < n // 8, f < n // 8, n // 8 <= f < 7 * n // 8,
-                                    i if own_block else None), prep.static[i])
-        # attn_v / ffn_down types depend on the layer only through these predicates (see _kquant_type)
+        own = i if own_block else None
+        static_b, static_e = block((prep.static_keys[i], own), prep.static[i])
         first_v, count_v = st.i_attn_v, prep.v_counts[i]
-        key = (prep.dynamic_ids[i], i if own_block else None, f < n // 16, f < n // 8, _more_bits(f, n),
+        key = (prep.dynamic_keys[i], own,
                tuple((j < 2, j < 4, _more_bits(j, nv)) for j in range(first_v, first_v + count_v)),
                tuple(c < n // 8 for c in range(st.i_ffn_down, st.i_ffn_down + prep.down_counts[i])))
         known = key in blocks
