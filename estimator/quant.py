@@ -495,7 +495,12 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
                 add(ty, b, types)
             blocks[key] = (total_b, expert_b, types)
         uses[key] = uses.get(key, 0) + 1
-        return blocks[key][0], blocks[key][1]
+        sized = blocks[key]
+        return sized[0], sized[1]
+
+    def v_predicates(first: int, count: int) -> tuple:
+        """What the attn_v rules test of the attn_v counter (see _kquant_type), for a block's attn_v tensors."""
+        return tuple((j < 2, j < 4, _more_bits(j, nv)) for j in range(first, first + count)) if count else ()
 
     # a checkpoint that leaves named blocks unquantized (modules_to_not_convert) sizes each block on its own
     own_block = not gguf and fmt.name == "FP8" and bool(spec.prequant and spec.prequant.modules_not_converted)
@@ -503,14 +508,15 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
         own = i if own_block else None
         static_b, static_e = block((prep.static_keys[i], own), prep.static[i])
         first_v, count_v = st.i_attn_v, prep.v_counts[i]
-        key = (prep.dynamic_keys[i], own,
-               tuple((j < 2, j < 4, _more_bits(j, nv)) for j in range(first_v, first_v + count_v)),
-               tuple(c < n // 8 for c in range(st.i_ffn_down, st.i_ffn_down + prep.down_counts[i])))
+        first_down, count_down = st.i_ffn_down, prep.down_counts[i]
+        key = (prep.dynamic_keys[i], own, v_predicates(first_v, count_v),
+               (first_down < n // 8,) if count_down == 1 else
+               tuple(c < n // 8 for c in range(first_down, first_down + count_down)))
         known = key in blocks
         dyn_b, dyn_e = block(key, prep.dynamic[i])
         if known:
             st.i_attn_v += count_v  # sizing the block would have advanced the attn_v counter
-            st.i_ffn_down += prep.down_counts[i]  # ... and the ffn_down one
+            st.i_ffn_down += count_down  # ... and the ffn_down one
         per_layer[i], experts[i] = static_b + dyn_b, static_e + dyn_e
     for key, count in uses.items():
         for ty, b in blocks[key][2].items():
