@@ -41,10 +41,16 @@ def cache_dir() -> Path:
 def _load(tp, data, raw: bytes, *, what: str, check=None):
     """`data` (parsed from `raw`) as an instance of `tp`; validated (and `check`ed) unless this content
     was seen valid."""
+    value = _checked(tp, data, raw, what=what, check=check)
+    return _build(tp, data) if value is None else value
+
+
+def _checked(tp, data, raw: bytes, *, what: str, check=None):
+    """None when this content was seen valid; else `data` validated (and `check`ed) as `tp`, and remembered."""
     digest = blake2b(_shape(tp).encode() + b"\0" + raw, digest_size=32).hexdigest()
     memo = cache_dir() / "validated-catalogs"
     if (memo / digest).exists():
-        return _build(tp, data)
+        return None
     value = _validate(tp, data, what)
     if check is not None:
         try:
@@ -149,6 +155,25 @@ def load_json_file(tp, path: Path, *, key: str | None = None, what: str | None =
     `check(value)` raises ValueError on what the types cannot say (names two entries share); it runs
     with the validation, so only on content new to this machine."""
     what = what or path.name
+    data, raw = _read(path, key, what)
+    return _load(tp, data, raw, what=what, check=check)
+
+
+def checked_json_file(tp, path: Path, *, key: str | None = None, what: str | None = None, check=None):
+    """The plain data of a catalog file (or its top-level `key`), checked as `load_json_file` checks it,
+    for a caller that builds only the records a question needs (`build`)."""
+    what = what or path.name
+    data, raw = _read(path, key, what)
+    _checked(tp, data, raw, what=what, check=check)
+    return data
+
+
+def build(tp, data):
+    """Records of type `tp` from data `checked_json_file` returned."""
+    return _build(tp, data)
+
+
+def _read(path: Path, key: str | None, what: str) -> tuple[object, bytes]:
     raw = path.read_bytes()
     try:
         data = json.loads(raw)
@@ -158,4 +183,4 @@ def load_json_file(tp, path: Path, *, key: str | None = None, what: str | None =
         if not isinstance(data, dict) or key not in data:
             raise CatalogValidationError(f"{what} has no top-level '{key}'")
         data = data[key]
-    return _load(tp, data, raw, what=what, check=check)
+    return data, raw

@@ -169,9 +169,14 @@ def test_two_gpus_answering_to_one_name_fail_the_catalog(tmp_path, monkeypatch):
     path = tmp_path / "gpus.json"
     path.write_text(json.dumps(data))
     monkeypatch.setattr(gpus, "PATH", path)
-    gpus.load_gpus.cache_clear()
+    loaders = (gpus.load_gpus, gpus._device_data, gpus._entries_of)
+    for loader in loaders:
+        loader.cache_clear()
     try:
         with pytest.raises(CatalogValidationError, match=f"gpus.json is invalid: .* also names {first['key']}"):
             gpus.load_gpus()
+        with pytest.raises(CatalogValidationError, match="also names"):
+            gpus.match_gpus("RTX 4090")  # the one-record path checks the whole file as well
     finally:
-        gpus.load_gpus.cache_clear()
+        for loader in loaders:
+            loader.cache_clear()
