@@ -109,7 +109,7 @@ def test_the_guard_sees_a_heavy_import(run):
     assert "pydantic" in run("schema")
 
 
-def test_a_plan_on_a_gpu_named_by_its_key_builds_that_gpu_s_record_alone(run):
+def test_a_plan_on_a_gpu_named_by_its_key_builds_that_gpu_s_record_alone():
     """gpus.json holds ~200 devices: a GPU named by its catalog key builds one record, not the catalog."""
     code = ("import sys; from fitprobe import cli; from fitprobe.catalogs import gpus\n"
             f"sys.argv = ['fitprobe', 'plan', {MODEL!r}, '--gpu', 'RTX 4090', '--json']\n"
