@@ -412,6 +412,7 @@ class _Prepared(NamedTuple):
     # structure and the layer predicates the mix rules test (see weight_bytes)
     static_keys: list[tuple]
     dynamic_keys: list[tuple]
+    v_predicates: list[tuple]  # what the attn_v rules test of the attn_v counter j (see _kquant_type)
 
 
 def _signature(tensors: list[Tensor]) -> tuple:
@@ -448,12 +449,12 @@ def _prepare(spec: ModelSpec) -> _Prepared:
     # predicates (see _kquant_type)
     static_keys = [(static_ids[i], i < n // 8, f < n // 8, n // 8 <= f < 7 * n // 8) for i, f in enumerate(ffn)]
     dynamic_keys = [(dynamic_ids[i], f < n // 16, f < n // 8, _more_bits(f, n)) for i, f in enumerate(ffn)]
+    nv = sum(1 for t in text if _is_v(t.name))
     return _Prepared(text, [tuple(x) for x in static], [tuple(x) for x in dynamic], tuple(outside),
-                     any(t.name == "output.weight" for t in text), sum(1 for t in text if _is_v(t.name)),
-                     static_ids, dynamic_ids,
+                     any(t.name == "output.weight" for t in text), nv, static_ids, dynamic_ids,
                      [sum(1 for t in layer if _is_v(t.name)) for layer in dynamic],
                      [sum(1 for t in layer if "ffn_down" in t.name) for layer in dynamic],
-                     static_keys, dynamic_keys)
+                     static_keys, dynamic_keys, [(j < 2, j < 4, _more_bits(j, nv)) for j in range(nv)])
 
 
 def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatrix: bool | None = None) -> WeightBytes:
@@ -484,8 +485,10 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
     uses: dict[object, int] = {}
     n, nv = spec.n_layers, st.n_attn_v
 
-    def block(key: object, tensors: tuple[Tensor, ...]) -> tuple[int, int]:
-        if key not in blocks:
+    def block(key: object, tensors: tuple[Tensor, ...]) -> tuple[int, int, dict[str, int]]:
+        """(bytes, expert bytes, bytes per type) of a block, sized once per key."""
+        sized = blocks.get(key)
+        if sized is None:
             total_b = expert_b = 0
             types: dict[str, int] = {}
             for t in tensors:
@@ -493,27 +496,28 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
                 total_b += b
                 expert_b += b if t.expert else 0
                 add(ty, b, types)
-            blocks[key] = (total_b, expert_b, types)
+            sized = blocks[key] = (total_b, expert_b, types)
         uses[key] = uses.get(key, 0) + 1
-        sized = blocks[key]
-        return sized[0], sized[1]
+        return sized
 
     def v_predicates(first: int, count: int) -> tuple:
         """What the attn_v rules test of the attn_v counter (see _kquant_type), for a block's attn_v tensors."""
-        return tuple((j < 2, j < 4, _more_bits(j, nv)) for j in range(first, first + count)) if count else ()
+        if first + count <= len(prep.v_predicates):
+            return tuple(prep.v_predicates[first:first + count])
+        return tuple((j < 2, j < 4, _more_bits(j, nv)) for j in range(first, first + count))
 
     # a checkpoint that leaves named blocks unquantized (modules_to_not_convert) sizes each block on its own
     own_block = not gguf and fmt.name == "FP8" and bool(spec.prequant and spec.prequant.modules_not_converted)
     for i in range(n):
         own = i if own_block else None
-        static_b, static_e = block((prep.static_keys[i], own), prep.static[i])
+        static_b, static_e, _ = block((prep.static_keys[i], own), prep.static[i])
         first_v, count_v = st.i_attn_v, prep.v_counts[i]
         first_down, count_down = st.i_ffn_down, prep.down_counts[i]
         key = (prep.dynamic_keys[i], own, v_predicates(first_v, count_v),
                (first_down < n // 8,) if count_down == 1 else
                tuple(c < n // 8 for c in range(first_down, first_down + count_down)))
         known = key in blocks
-        dyn_b, dyn_e = block(key, prep.dynamic[i])
+        dyn_b, dyn_e, _ = block(key, prep.dynamic[i])
         if known:
             st.i_attn_v += count_v  # sizing the block would have advanced the attn_v counter
             st.i_ffn_down += count_down  # ... and the ffn_down one
