@@ -206,7 +206,7 @@ def startup(runs: int, fitprobe: Path) -> bool:
         "plan --json, catalog, first run": plan + [MODEL, "--gpu", GPU, "--json"],
     }
     bare = [python, "-c", "pass"]
-    load_before = os.getloadavg()[0]  # a shared machine: figures taken under load are slower, ratios less so
+    load_before = os.getloadavg()[0]  # on a shared machine every figure, ratios included, moves with the load
     try:
         for argv in cases.values():
             timed(argv, env)  # warm: the validation memo, the HF cache, the page cache
