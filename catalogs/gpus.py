@@ -7,7 +7,6 @@ resolves to nothing: `match_gpus` returns the candidates so the caller can list 
 """
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -239,6 +238,8 @@ def find_gpu(text: str) -> GpuEntry | None:
 def suggest_gpus(text: str, n: int = 3) -> list[str]:
     """Display names close to an unknown name."""
     names = {_literal(t): e.name for e in load_gpus() for t in (e.name, *e.aliases)}
+    import difflib  # only for a name that matches nothing
+
     hits = difflib.get_close_matches(_literal(text), list(names), n=n * 4, cutoff=0.6)
     out: list[str] = []
     for hit in hits:
