@@ -341,9 +341,9 @@ def entry() -> None:
 
 def _spare_exit_collections() -> None:
     """The process is about to exit: move every live object out of the cyclic collector's reach, so
-    the interpreter's shutdown collections do not walk them all (~40 ms of a ~0.25 s `plan` answer,
-    scripts/bench.py). Memory goes back to the system at exit either way; atexit handlers and the
-    final flush of stdout/stderr still run."""
+    the interpreter's shutdown collections do not walk them all (tens of ms of a `plan` answer in
+    scripts/bench.py on a 2-core machine). Memory goes back to the system at exit either way; atexit
+    handlers and the final flush of stdout/stderr still run."""
     import gc
 
     gc.freeze()
