@@ -7,14 +7,13 @@ resolves to nothing: `match_gpus` returns the candidates so the caller can list 
 """
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from fitprobe.estimator.fields import doc, record, replace
-from fitprobe.catalogs.validated import load_json_file
+from fitprobe.catalogs.validated import build, checked_json_file
 
 from fitprobe.estimator.hardware import Device
 
@@ -97,16 +96,41 @@ def _expand(entry: GpuEntry) -> list[GpuEntry]:
     """A chip sold in several memory sizes becomes one entry per size ('apple-m4-max-36gb')."""
     if not entry.memory_variants:
         return [entry]
-    return [replace(entry, key=f"{entry.key}-{v.memory_gib:g}gb", name=f"{entry.name} {v.memory_gib:g}GB",
+    return [replace(entry, key=_variant_key(entry.key, v.memory_gib), name=f"{entry.name} {v.memory_gib:g}GB",
                     memory_gib=v.memory_gib, bandwidth_gbs=v.bandwidth_gbs, gpu_cores=v.gpu_cores,
                     gpu_working_set_fraction=v.gpu_working_set_fraction or entry.gpu_working_set_fraction,
                     price_usd=v.price_usd, price_basis=v.price_basis, memory_variants=[], variant_of=entry.key)
             for v in entry.memory_variants]
 
 
+def _variant_key(key: str, memory_gib: float) -> str:
+    return f"{key}-{memory_gib:g}gb"
+
+
+@lru_cache(maxsize=1)
+def _device_data() -> list[dict]:
+    return checked_json_file(list[GpuEntry], PATH, key="devices", check=_check_unique_names)
+
+
 @lru_cache(maxsize=1)
 def load_gpus() -> tuple[GpuEntry, ...]:
-    return _expanded(load_json_file(list[GpuEntry], PATH, key="devices", check=_check_unique_names))
+    return tuple(e for i in range(len(_device_data())) for e in _entries_of(i))
+
+
+@lru_cache(maxsize=None)
+def _entries_of(i: int) -> tuple[GpuEntry, ...]:
+    """The entries of the i-th device of gpus.json, built once (the same objects whichever way asked)."""
+    return tuple(_expand(build(GpuEntry, _device_data()[i])))
+
+
+def _keyed(literal: str) -> list[GpuEntry]:
+    """The entries whose key reads `literal`, building only their records (a plan names one GPU of ~200)."""
+    out = []
+    for i, data in enumerate(_device_data()):
+        keys = [_variant_key(data["key"], v["memory_gib"]) for v in data.get("memory_variants") or []]
+        if any(_literal(k) == literal for k in keys or [data["key"]]):
+            out += [e for e in _entries_of(i) if _literal(e.key) == literal]
+    return out
 
 
 def _expanded(raw: list[GpuEntry]) -> tuple[GpuEntry, ...]:
@@ -171,7 +195,7 @@ def match_gpus(text: str) -> list[GpuEntry]:
     want = parse_name(text)
     if not want.base:
         return []
-    by_key = [e for e in load_gpus() if _literal(e.key) == _literal(text)]
+    by_key = _keyed(_literal(text))
     if by_key:  # a catalog key names exactly one device
         return by_key
     hits: dict[str, GpuEntry] = {}
@@ -214,6 +238,8 @@ def find_gpu(text: str) -> GpuEntry | None:
 def suggest_gpus(text: str, n: int = 3) -> list[str]:
     """Display names close to an unknown name."""
     names = {_literal(t): e.name for e in load_gpus() for t in (e.name, *e.aliases)}
+    import difflib  # only for a name that matches nothing
+
     hits = difflib.get_close_matches(_literal(text), list(names), n=n * 4, cutoff=0.6)
     out: list[str] = []
     for hit in hits:

@@ -155,9 +155,11 @@ def _prepare_client(verbose: bool) -> None:
     notices) off the user's screen unless verbose. Nothing a lookup does draws a progress bar."""
     import warnings
 
-    from huggingface_hub.utils import get_session, logging
+    from huggingface_hub.utils import logging
 
-    session = get_session()
+    from .hub_http import shared_session
+
+    session = shared_session()
     hooks = session.event_hooks
     if _on_request not in hooks["request"]:
         session.event_hooks = {**hooks, "request": [*hooks["request"], _on_request]}

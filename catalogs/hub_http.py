@@ -18,18 +18,57 @@ import os
 import struct
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from urllib.parse import quote
 
 from fitprobe import __version__
 
 SAFETENSORS_FIRST_READ = 100_000  # bytes the client reads first (parse_safetensors_file_metadata)
+_FACTORY_LOCK = threading.Lock()
 
 
-def _session():
-    from huggingface_hub.utils import get_session
+def shared_session():
+    """The client's shared session. Unless the caller installed its own client factory, it is built
+    as the client's default one but with its TLS trust store loaded at the first TLS handshake."""
+    from huggingface_hub.utils import _http
 
-    return get_session()
+    with _FACTORY_LOCK:  # lookups call this from several threads at once
+        if getattr(_http, "_GLOBAL_CLIENT", True) is None \
+                and getattr(_http, "_GLOBAL_CLIENT_FACTORY", None) is getattr(_http, "default_client_factory", False):
+            _http.set_client_factory(_client_trusting_on_first_handshake)
+    return _http.get_session()
+
+
+def _client_trusting_on_first_handshake():
+    """huggingface_hub's `default_client_factory` (utils/_http.py: its request hook, redirects
+    followed, no client-wide timeout), whose SSL context loads the system CA store (about as long
+    as a whole catalog answer, scripts/bench.py) on the first TLS handshake rather than when the
+    client is made: an http:// endpoint (a mirror, the loopback Hub) never needs it."""
+    import httpx2
+    from huggingface_hub.utils._http import hf_request_event_hook
+
+    return httpx2.Client(event_hooks={"request": [hf_request_event_hook]}, follow_redirects=True, timeout=None,
+                         verify=_TrustOnFirstHandshake())
+
+
+class _TrustOnFirstHandshake:
+    """Stands for the SSL context httpx would make (`httpcore2.default_ssl_context()`: SSL_CERT_FILE,
+    SSL_CERT_DIR, else the system store; truststore on macOS and Windows), making it on first use.
+    The transport only calls its methods (set_alpn_protocols, wrap_socket, wrap_bio), once it connects."""
+
+    def __init__(self):
+        self._context, self._lock = None, threading.Lock()
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):  # not an SSLContext method (and never recurse before __init__ ran)
+            raise AttributeError(name)
+        with self._lock:
+            if self._context is None:
+                import httpcore2
+
+                self._context = httpcore2.default_ssl_context()
+        return getattr(self._context, name)
 
 
 def _raise_for_status(response) -> None:
@@ -78,7 +117,7 @@ def model_info(endpoint: str, repo: str, revision: str | None, token: str | None
     """GET /api/models/{repo}[/revision/{rev}]?blobs=true: sha, siblings with sizes, safetensors counts,
     gated, tags: everything a lookup needs in one request."""
     url = f"{endpoint}/api/models/{repo}" + (f"/revision/{_revision_path(revision)}" if revision else "")
-    r = _session().get(url, params={"blobs": True}, headers=headers(token), timeout=timeout)
+    r = shared_session().get(url, params={"blobs": True}, headers=headers(token), timeout=timeout)
     _raise_for_status(r)
     info = r.json()
     if not isinstance(info, dict) or not isinstance(info.get("sha"), str) or not isinstance(info.get("siblings"), list) \
@@ -97,7 +136,7 @@ def download(endpoint: str, repo: str, revision: str | None, filename: str, toke
     """One small file (config.json and side files) into the Hub cache as hf_hub_download lays it out
     (blobs/<etag>, snapshots/<commit>/<file> linking to it, refs/<revision>), so offline mode and the
     client itself find it there. At most `limit` + 1 bytes are read: the parser refuses more."""
-    with _session().stream("GET", resolve_url(endpoint, repo, revision, filename), headers=headers(token),
+    with shared_session().stream("GET", resolve_url(endpoint, repo, revision, filename), headers=headers(token),
                            timeout=timeout, follow_redirects=True) as r:
         if r.status_code >= 400:
             r.read()
@@ -161,7 +200,7 @@ def safetensors_counts(endpoint: str, repo: str, revision: str | None, filename:
     from huggingface_hub import constants
 
     url, sent = resolve_url(endpoint, repo, revision, filename), headers(token)
-    r = _session().get(url, headers={**sent, "range": f"bytes=0-{SAFETENSORS_FIRST_READ}"}, timeout=timeout)
+    r = shared_session().get(url, headers={**sent, "range": f"bytes=0-{SAFETENSORS_FIRST_READ}"}, timeout=timeout)
     _raise_for_status(r)
     if len(r.content) < 8:
         raise SafetensorsHeaderError(f"{filename} is shorter than its header length")
@@ -170,7 +209,7 @@ def safetensors_counts(endpoint: str, repo: str, revision: str | None, filename:
         raise SafetensorsHeaderError(f"{filename} declares a {size:,}-byte header")
     raw = r.content[8:8 + size]
     if len(raw) < size:
-        r = _session().get(url, headers={**sent, "range": f"bytes=8-{size + 7}"}, timeout=timeout)
+        r = shared_session().get(url, headers={**sent, "range": f"bytes=8-{size + 7}"}, timeout=timeout)
         _raise_for_status(r)
         raw = r.content
     try:
@@ -195,7 +234,7 @@ def tree_sizes(endpoint: str, repo: str, revision: str | None, token: str | None
     params: dict | None = {"recursive": True, "expand": False}
     sizes: dict[str, int | None] = {}
     while url:
-        r = _session().get(url, params=params, headers=headers(token), timeout=timeout)
+        r = shared_session().get(url, params=params, headers=headers(token), timeout=timeout)
         _raise_for_status(r)
         for entry in r.json():
             if entry.get("type") == "file":
@@ -212,7 +251,7 @@ def list_models(endpoint: str, token: str | None, timeout: float, *, limit: int,
     query: dict | None = {**params, "limit": limit}
     out: list[dict] = []
     while url and len(out) < limit:
-        r = _session().get(url, params=query, headers=headers(token), timeout=timeout)
+        r = shared_session().get(url, params=query, headers=headers(token), timeout=timeout)
         _raise_for_status(r)
         page = r.json()
         if not isinstance(page, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in page):

@@ -1,7 +1,6 @@
 """The bundled model catalog: real config.json snapshots, one JSON file per model, validated at load."""
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from functools import lru_cache
@@ -154,6 +153,8 @@ def find_ollama_tag(tag: str) -> tuple[ModelEntry, str | None] | None:
 def suggest_models(name: str, n: int = 3) -> list[str]:
     names = {e.name: e for e in load_models()}
     keys = {_norm(k): e.name for e in load_models() for k in (e.name, e.hf_id, e.display_name, *e.aliases)}
+    import difflib  # only for a name that matches nothing
+
     hits = difflib.get_close_matches(_norm(name), list(keys), n=n * 3, cutoff=0.5)
     out: list[str] = []
     for hit in hits:

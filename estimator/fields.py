@@ -12,10 +12,13 @@ and catalog files that have changed since they were last validated (`fitprobe.ca
 """
 from __future__ import annotations
 
+import builtins
 import dataclasses
+import sys
 from dataclasses import MISSING, Field, asdict, fields, replace  # noqa: F401  (re-exported)
+from functools import lru_cache
 
-__all__ = ["record", "doc", "asdict", "replace", "fields"]
+__all__ = ["record", "doc", "asdict", "replace", "fields", "annotation"]
 
 
 def doc(description: str = "", *, default=MISSING, default_factory=MISSING,
@@ -63,15 +66,63 @@ def record(cls):
         # dataclass() would write "Name(<signature>)" here through inspect.signature (~0.3 ms a class);
         # pydantic's JSON Schema leaves a doc of that form out either way
         cls.__doc__ = f"{cls.__name__}(...)"
-    # dataclass() compiles each generated method with exec (about 0.4 ms apiece on a small machine);
-    # __repr__ and __eq__ are shared generic functions instead, so only __init__ is generated.
-    cls = dataclasses.dataclass(kw_only=True, repr=False, eq=False)(cls)
+    # dataclass() writes each generated method as source and compiles it (parsing those functions was
+    # ~15% of a `fitprobe plan` answer's instructions): __init__, __repr__ and __eq__ are shared generic
+    # functions instead, with the same keyword-only signature rules.
+    cls = dataclasses.dataclass(kw_only=True, init=False, repr=False, eq=False)(cls)
+    if "__init__" not in own:
+        cls.__init__ = _keyword_init(cls)
     if "__repr__" not in own:
         cls.__repr__ = _repr
     if "__eq__" not in own:
         cls.__eq__ = _eq
         cls.__hash__ = None  # mutable records are unhashable, as dataclass(eq=True) makes them
     return cls
+
+
+def _keyword_init(cls):
+    """The __init__ dataclass(kw_only=True) would generate: each field from its keyword, else its
+    default (or a fresh default_factory value), set in field order; then __post_init__."""
+    plan = tuple((f.name, f.default, f.default_factory) for f in fields(cls))
+    names = frozenset(name for name, _, _ in plan)
+    post_init = hasattr(cls, "__post_init__")
+    where = f"{cls.__qualname__}.__init__()"
+
+    def __init__(self, **values):
+        if not values.keys() <= names:
+            unexpected = sorted(values.keys() - names)
+            raise TypeError(f"{where} got an unexpected keyword argument '{unexpected[0]}'")
+        state = self.__dict__
+        for name, default, factory in plan:
+            if name in values:
+                state[name] = values[name]
+            elif factory is not MISSING:
+                state[name] = factory()
+            elif default is not MISSING:
+                state[name] = default
+            else:
+                missing = [n for n, d, f in plan if n not in values and d is MISSING and f is MISSING]
+                raise TypeError(f"{where} missing {len(missing)} required keyword-only argument(s): "
+                                + ", ".join(f"'{n}'" for n in missing))
+        if post_init:
+            self.__post_init__()
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
+
+
+@lru_cache(maxsize=None)
+def annotation(text: str, module: str, names=None):
+    """A field's annotation text (these modules use `from __future__ import annotations`) evaluated in
+    the module that declares it, each distinct text once: fields share a few ('str', 'int | None'), and
+    typing.get_type_hints compiles every one anew. `names(module globals)`: a mapping for names the
+    module lacks (fitprobe.record_json's stand-ins)."""
+    namespace = sys.modules[module].__dict__
+    if text.isidentifier() and text in namespace:
+        return namespace[text]
+    if text.isidentifier() and hasattr(builtins, text):
+        return getattr(builtins, text)
+    return eval(text, namespace, None if names is None else names(namespace))
 
 
 def _repr(self) -> str:

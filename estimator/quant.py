@@ -160,11 +160,7 @@ class _MixState:
         self.i_attn_v = 0
         self.i_ffn_down = 0  # ffn_down* tensors seen so far, in llama.cpp's order (by layer, then name)
         self.imatrix = imatrix
-        # llama-quant.cpp layer_info (l. 456): without experts the FFN rules take the ffn_down/gate/up
-        # counter as the layer, so in hybrids whose blocks lack an FFN (Nemotron-H) block i is the i-th FFN
-        ffn_layers = [i for i, layer in enumerate(spec.layers) if layer.ffn != "none"]
-        self.ffn_ordinal = ({layer: k for k, layer in enumerate(ffn_layers)} if self.n_expert <= 1
-                            else {i: i for i in range(spec.n_layers)})
+        self.ffn_ordinal = _ffn_ordinal(spec)
 
     def ffn_layer(self, layer: int | None) -> int:
         """The layer index llama.cpp's FFN rules see for a tensor of block `layer`."""
@@ -174,6 +170,16 @@ class _MixState:
     def of(cls, spec: ModelSpec, tensors: tuple[Tensor, ...], imatrix: bool) -> "_MixState":
         has_output = any(t.name == "output.weight" for t in tensors)
         return cls(spec, has_output, sum(1 for t in tensors if _is_v(t.name)), imatrix)
+
+
+def _ffn_ordinal(spec: ModelSpec) -> dict[int, int]:
+    """Block -> the layer index llama.cpp's FFN rules see. llama-quant.cpp layer_info (l. 456): without
+    experts the FFN rules take the ffn_down/gate/up counter as the layer, so in hybrids whose blocks
+    lack an FFN (Nemotron-H) block i is the i-th FFN."""
+    if spec.moe is not None and spec.moe.n_experts > 1:
+        return {i: i for i in range(spec.n_layers)}
+    ffn_layers = [i for i, layer in enumerate(spec.layers) if layer.ffn != "none"]
+    return {layer: k for k, layer in enumerate(ffn_layers)}
 
 
 def _is_v(name: str) -> bool:
@@ -402,6 +408,11 @@ class _Prepared(NamedTuple):
     dynamic_ids: list[int]
     v_counts: list[int]
     down_counts: list[int]  # ffn_down* tensors per block
+    # per block, what its sizes depend on besides the format and the attn_v/ffn_down counters: the
+    # structure and the layer predicates the mix rules test (see weight_bytes)
+    static_keys: list[tuple]
+    dynamic_keys: list[tuple]
+    v_predicates: list[tuple]  # what the attn_v rules test of the attn_v counter j (see _kquant_type)
 
 
 def _signature(tensors: list[Tensor]) -> tuple:
@@ -430,11 +441,20 @@ def _prepare(spec: ModelSpec) -> _Prepared:
             (dynamic if _is_dynamic(t.name) else static)[t.layer].append(t)
     signatures = [_signature(layer) for layer in static]
     text = tuple(t for t in tensors if not t.vision and not t.mtp)
+    static_ids, dynamic_ids = _ids(signatures), _ids([_signature(layer) for layer in dynamic])
+    n, ffn_ordinal = spec.n_layers, _ffn_ordinal(spec)
+    ffn = [ffn_ordinal.get(i, i) for i in range(n)]
+    # IQ3_XS files give ffn_gate/ffn_up IQ3_XXS in the middle three quarters of the layers; recipes may
+    # give the first eighth other types; attn_v / ffn_down types see the layer only through these
+    # predicates (see _kquant_type)
+    static_keys = [(static_ids[i], i < n // 8, f < n // 8, n // 8 <= f < 7 * n // 8) for i, f in enumerate(ffn)]
+    dynamic_keys = [(dynamic_ids[i], f < n // 16, f < n // 8, _more_bits(f, n)) for i, f in enumerate(ffn)]
+    nv = sum(1 for t in text if _is_v(t.name))
     return _Prepared(text, [tuple(x) for x in static], [tuple(x) for x in dynamic], tuple(outside),
-                     any(t.name == "output.weight" for t in text), sum(1 for t in text if _is_v(t.name)),
-                     _ids(signatures), _ids([_signature(layer) for layer in dynamic]),
+                     any(t.name == "output.weight" for t in text), nv, static_ids, dynamic_ids,
                      [sum(1 for t in layer if _is_v(t.name)) for layer in dynamic],
-                     [sum(1 for t in layer if "ffn_down" in t.name) for layer in dynamic])
+                     [sum(1 for t in layer if "ffn_down" in t.name) for layer in dynamic],
+                     static_keys, dynamic_keys, [(j < 2, j < 4, _more_bits(j, nv)) for j in range(nv)])
 
 
 def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatrix: bool | None = None) -> WeightBytes:
@@ -465,8 +485,10 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
     uses: dict[object, int] = {}
     n, nv = spec.n_layers, st.n_attn_v
 
-    def block(key: object, tensors: tuple[Tensor, ...]) -> tuple[int, int]:
-        if key not in blocks:
+    def block(key: object, tensors: tuple[Tensor, ...]) -> tuple[int, int, dict[str, int]]:
+        """(bytes, expert bytes, bytes per type) of a block, sized once per key."""
+        sized = blocks.get(key)
+        if sized is None:
             total_b = expert_b = 0
             types: dict[str, int] = {}
             for t in tensors:
@@ -474,28 +496,31 @@ def weight_bytes(spec: ModelSpec, fmt: QuantFormat, table: QuantTable, *, imatri
                 total_b += b
                 expert_b += b if t.expert else 0
                 add(ty, b, types)
-            blocks[key] = (total_b, expert_b, types)
+            sized = blocks[key] = (total_b, expert_b, types)
         uses[key] = uses.get(key, 0) + 1
-        return blocks[key][0], blocks[key][1]
+        return sized
+
+    def v_predicates(first: int, count: int) -> tuple:
+        """What the attn_v rules test of the attn_v counter (see _kquant_type), for a block's attn_v tensors."""
+        if first + count <= len(prep.v_predicates):
+            return tuple(prep.v_predicates[first:first + count])
+        return tuple((j < 2, j < 4, _more_bits(j, nv)) for j in range(first, first + count))
 
     # a checkpoint that leaves named blocks unquantized (modules_to_not_convert) sizes each block on its own
     own_block = not gguf and fmt.name == "FP8" and bool(spec.prequant and spec.prequant.modules_not_converted)
     for i in range(n):
-        # IQ3_XS files give ffn_gate/ffn_up IQ3_XXS in the middle three quarters of the layers;
-        # recipes may give the first eighth other types
-        f = st.ffn_layer(i)
-        static_b, static_e = block((prep.static_ids[i], i < n // 8, f < n // 8, n // 8 <= f < 7 * n // 8,
-                                    i if own_block else None), prep.static[i])
-        # attn_v / ffn_down types depend on the layer only through these predicates (see _kquant_type)
+        own = i if own_block else None
+        static_b, static_e, _ = block((prep.static_keys[i], own), prep.static[i])
         first_v, count_v = st.i_attn_v, prep.v_counts[i]
-        key = (prep.dynamic_ids[i], i if own_block else None, f < n // 16, f < n // 8, _more_bits(f, n),
-               tuple((j < 2, j < 4, _more_bits(j, nv)) for j in range(first_v, first_v + count_v)),
-               tuple(c < n // 8 for c in range(st.i_ffn_down, st.i_ffn_down + prep.down_counts[i])))
+        first_down, count_down = st.i_ffn_down, prep.down_counts[i]
+        key = (prep.dynamic_keys[i], own, v_predicates(first_v, count_v),
+               (first_down < n // 8,) if count_down == 1 else
+               tuple(c < n // 8 for c in range(first_down, first_down + count_down)))
         known = key in blocks
-        dyn_b, dyn_e = block(key, prep.dynamic[i])
+        dyn_b, dyn_e, _ = block(key, prep.dynamic[i])
         if known:
             st.i_attn_v += count_v  # sizing the block would have advanced the attn_v counter
-            st.i_ffn_down += prep.down_counts[i]  # ... and the ffn_down one
+            st.i_ffn_down += count_down  # ... and the ffn_down one
         per_layer[i], experts[i] = static_b + dyn_b, static_e + dyn_e
     for key, count in uses.items():
         for ty, b in blocks[key][2].items():

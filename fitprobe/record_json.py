@@ -12,12 +12,13 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import math
-import sys
 import types
 import typing
 from functools import lru_cache
 from json.encoder import encode_basestring
 from typing import Any
+
+from fitprobe.estimator.fields import annotation
 
 
 class ContractError(ValueError):
@@ -75,12 +76,9 @@ def _field_types(cls) -> dict[str, Any]:
     declared_in = {}
     for base in reversed(cls.__mro__):
         for name in base.__dict__.get("__annotations__", {}):
-            declared_in[name] = sys.modules[base.__module__].__dict__
-    hints = {}
-    for f in dataclasses.fields(cls):
-        module_globals = declared_in[f.name]
-        hints[f.name] = eval(f.type, module_globals, _Names(module_globals)) if isinstance(f.type, str) else f.type
-    return hints
+            declared_in[name] = base.__module__
+    return {f.name: annotation(f.type, declared_in[f.name], _Names) if isinstance(f.type, str) else f.type
+            for f in dataclasses.fields(cls)}
 
 
 def _fail(path: str, expected: str, value) -> typing.NoReturn:

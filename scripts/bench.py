@@ -206,6 +206,7 @@ def startup(runs: int, fitprobe: Path) -> bool:
         "plan --json, catalog, first run": plan + [MODEL, "--gpu", GPU, "--json"],
     }
     bare = [python, "-c", "pass"]
+    load_before = os.getloadavg()[0]  # on a shared machine every figure, ratios included, moves with the load
     try:
         for argv in cases.values():
             timed(argv, env)  # warm: the validation memo, the HF cache, the page cache
@@ -228,7 +229,8 @@ def startup(runs: int, fitprobe: Path) -> bool:
 
     b_wall, b_cpu = med(bares, 0), med(bares, 1)
     print(f"bytecode compiled first (as pip install does); PYTHONDONTWRITEBYTECODE="
-          f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}; load average {os.getloadavg()[0]:.1f}")
+          f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}; load average {load_before:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after")
     print(f"{'case':34} {'wall ms':>8} {'x bare':>7} {'cpu ms':>8} {'x bare':>7}   ({runs} alternating runs, medians)")
     print(f"{'bare interpreter (python -c pass)':34} {b_wall * 1000:8.0f} {1:7.1f} {b_cpu * 1000:8.0f} {1:7.1f}")
     wall, cpu = {}, {}

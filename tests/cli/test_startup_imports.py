@@ -107,3 +107,15 @@ def test_check_probes_without_pydantic_or_the_hub(run):
 def test_the_guard_sees_a_heavy_import(run):
     """The same harness on a command that needs pydantic (the JSON Schema) does report it."""
     assert "pydantic" in run("schema")
+
+
+def test_a_plan_on_a_gpu_named_by_its_key_builds_that_gpu_s_record_alone():
+    """gpus.json holds ~200 devices: a GPU named by its catalog key builds one record, not the catalog."""
+    code = ("import sys; from fitprobe import cli; from fitprobe.catalogs import gpus\n"
+            f"sys.argv = ['fitprobe', 'plan', {MODEL!r}, '--gpu', 'RTX 4090', '--json']\n"
+            "try:\n    cli.entry()\nexcept SystemExit:\n    pass\n"
+            "print(gpus.load_gpus.cache_info().currsize, gpus._entries_of.cache_info().currsize, file=sys.stderr)")
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert json.loads(proc.stdout)["hardware"]["devices"][0]["name"] == "RTX 4090", proc.stderr
+    assert proc.stderr.split()[-2:] == ["0", "1"]

@@ -37,6 +37,22 @@ def test_bounds_are_checked_on_construction_and_on_replace():
         Part("a", 1)  # keyword-only, like the pydantic models they replace
 
 
+def test_the_shared_constructor_keeps_the_generated_one_s_rules():
+    """record() gives every class one keyword __init__ (no generated source): field order, fresh
+    default_factory values, the dataclass machinery (fields, replace, pydantic) and its TypeErrors."""
+    a, b = Part(name="a", size=1), Part(name="b", size=2)
+    a.tags.append("x")
+    assert b.tags == [] and list(vars(a)) == ["name", "size", "share", "tags"]
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument.*'size'"):
+        Part(name="a")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        Part(name="a", size=1, colour="red")
+    box = replace(Box(parts=[a]), label="y")
+    assert box.parts == [a] and box.label == "y" and box != Box(parts=[a], label="z")
+    pydantic = pytest.importorskip("pydantic")
+    assert pydantic.TypeAdapter(Box).validate_python({"parts": [{"name": "c", "size": 4}]}).parts[0].share == 0.5
+
+
 def test_run_settings_normalise_and_reject():
     assert RunSettings(kv_cache_dtype="fp16").kv_cache_dtype == "f16"
     with pytest.raises(ValueError, match="unknown engine"):
@@ -153,9 +169,14 @@ def test_two_gpus_answering_to_one_name_fail_the_catalog(tmp_path, monkeypatch):
     path = tmp_path / "gpus.json"
     path.write_text(json.dumps(data))
     monkeypatch.setattr(gpus, "PATH", path)
-    gpus.load_gpus.cache_clear()
+    loaders = (gpus.load_gpus, gpus._device_data, gpus._entries_of)
+    for loader in loaders:
+        loader.cache_clear()
     try:
         with pytest.raises(CatalogValidationError, match=f"gpus.json is invalid: .* also names {first['key']}"):
             gpus.load_gpus()
+        with pytest.raises(CatalogValidationError, match="also names"):
+            gpus.match_gpus("RTX 4090")  # the one-record path checks the whole file as well
     finally:
-        gpus.load_gpus.cache_clear()
+        for loader in loaders:
+            loader.cache_clear()
