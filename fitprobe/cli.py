@@ -5,6 +5,7 @@ Exit codes and error kinds live in `fitprobe.errors` (0 fits, 1 does not fit, 2 
 on stderr, plus a JSON error object on stdout with --json."""
 from __future__ import annotations
 
+import copy
 import errno
 import importlib
 import math
@@ -46,13 +47,14 @@ class Number(click.ParamType):
             try:
                 number = float(str(value).strip())
             except ValueError:
-                self.fail(f"'{value}' is not a number", param, ctx)
+                self.fail(i18n._("%(value)s is not a number") % {"value": repr(value)}, param, ctx)
         if not math.isfinite(number):
-            self.fail(f"'{value}' is not a finite number", param, ctx)
+            self.fail(i18n._("%(value)s is not a finite number") % {"value": repr(value)}, param, ctx)
         too_low = number <= self.low if self.low_open else number < self.low
         if too_low or number > self.high:
-            left = "(" if self.low_open else "["
-            self.fail(f"{value} is not in {left}{self.low:g}, {self.high:g}]", param, ctx)
+            self.fail(i18n._("%(value)s is not in %(range)s") % {
+                "value": value, "range": ("(" if self.low_open else "[") + i18n.spec(self.low, "g") + ", "
+                + i18n.spec(self.high, "g") + "]"}, param, ctx)
         return number
 
 
@@ -80,7 +82,8 @@ class ContextParam(click.ParamType):
         try:
             tokens = int(float(text[:-1] if scale > 1 else text) * scale)
         except (ValueError, OverflowError):
-            self.fail(f"'{value}' is not a context: use tokens (8192), 32k, 128K or max", param, ctx)
+            self.fail(i18n._("%(value)s is not a context: use tokens (8192), 32k, 128K or max") % {"value": repr(value)},
+                      param, ctx)
         return tokens  # zero or negative: the one-line usage error of the use case
 
 
@@ -102,7 +105,7 @@ def size_options(f):
                      help=N_("vLLM --gpu-memory-utilization")),
         click.option("--usable", "usable_fraction", type=FRACTION, default=0.95, show_default=True,
                      help=N_("share of physical memory treated as usable")),
-        click.option("--min-margin", default="0", help=N_("margin below which the verdict is 'tight', e.g. 2GiB")),
+        click.option("--min-margin", type=SIZE, default="0", help=N_("margin below which the verdict is 'tight', e.g. 2GiB")),
         click.option("--ram-gib", type=GIB_AMOUNT, default=None, help=N_("system RAM for offload (default: unknown)")),
         click.option("--ram-bw", type=positive(1e5), default=None,
                      help=N_("speed: system RAM bandwidth GB/s (default 89.6; measure it: fitprobe probe --bench)")),
@@ -134,21 +137,30 @@ def size_options(f):
     return f
 
 
-def parse_bytes(text: str) -> int:
-    units = {"gib": 1 << 30, "gb": 10**9, "mib": 1 << 20, "mb": 10**6, "b": 1, "": 1 << 30}
-    raw = text.strip().lower().replace(" ", "")
-    num = raw.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = raw[len(num):]
-    try:
-        value = float(num)
-    except ValueError:
-        raise click.BadParameter(f"'{text}' is not a size like 2GiB or 1500MB", param_hint="'--min-margin'") from None
-    if unit not in units or not 0 <= value < math.inf:
-        raise click.BadParameter(f"'{text}' is not a size like 2GiB or 1500MB", param_hint="'--min-margin'")
-    size = value * units[unit]
-    if size > 1 << 50:
-        raise click.BadParameter(f"'{text}' is more than 1 PiB: not a memory margin", param_hint="'--min-margin'")
-    return int(size)
+class Size(click.ParamType):
+    """A memory size: 2GiB, 1500MB, 512MiB, 10GB, a bare number is GiB; at most 1 PiB. Converts to bytes."""
+
+    name = "size"
+    UNITS = {"gib": 1 << 30, "gb": 10**9, "mib": 1 << 20, "mb": 10**6, "b": 1, "": 1 << 30}
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        raw = str(value).strip().lower().replace(" ", "")
+        num = raw.rstrip("abcdefghijklmnopqrstuvwxyz")
+        try:
+            number = float(num)
+        except ValueError:
+            number = math.nan
+        if raw[len(num):] not in self.UNITS or not 0 <= number < math.inf:
+            self.fail(i18n._("%(value)s is not a size like 2GiB or 1500MB") % {"value": repr(value)}, param, ctx)
+        size = number * self.UNITS[raw[len(num):]]
+        if size > 1 << 50:
+            self.fail(i18n._("%(value)s is more than 1 PiB: not a memory margin") % {"value": repr(value)}, param, ctx)
+        return int(size)
+
+
+SIZE = Size()
 
 
 class LazyGroup(click.Group):
@@ -172,38 +184,69 @@ class LazyGroup(click.Group):
 class Group(LazyGroup):
     """The command group: every error ends as one line on stderr and its kind's exit code."""
 
+    parse_only = False  # set while the arguments are parsed again for the English error text
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         argv = list(sys.argv[1:] if args is None else args)
+        as_json = "--json" in argv
         try:
             i18n.set_language(i18n.choose(_lang_argument(argv)))  # first, so that every message is translated
             localize(self)
         except errors.FitprobeError as exc:
-            report_error(exc, as_json="--json" in argv)
-        try:
-            rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
-        except errors.FitprobeError as exc:
-            report_error(exc, as_json="--json" in argv)
-        except _NO_ARGS_HELP as exc:  # `fitprobe` alone: the help page, as click shows it
-            exc.show()
-            sys.exit(exc.exit_code)
-        except click.ClickException as exc:  # bad option or argument: one line, not the usage page
-            report_error(errors.UsageError(_usage_message(exc)), as_json="--json" in argv)
-        except (click.exceptions.Abort, KeyboardInterrupt):
-            report_error(errors.FitprobeError(msg("interrupted"), errors.INTERRUPTED), as_json=False)
-        except OSError as exc:
-            if exc.errno not in _OUTPUT_ERRNOS:
-                raise
-            report_error(errors.FitprobeError(msg("cannot write the output: %(reason)s", reason=os.strerror(exc.errno)),
-                                              errors.OUTPUT),
-                         as_json=False)
+            report_error(exc, as_json=as_json)
+        with i18n.click_speaks(i18n.language()):  # click's own words (Usage:, its errors) too
+            try:
+                rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+            except errors.FitprobeError as exc:
+                report_error(exc, as_json=as_json)
+            except _NO_ARGS_HELP as exc:  # `fitprobe` alone: the help page, as click shows it
+                exc.show()
+                sys.exit(exc.exit_code)
+            except click.ClickException as exc:  # bad option or argument: one line, not the usage page
+                shown = _usage_message(exc)
+                error = errors.UsageError(self._english_usage(argv, prog_name, shown) if as_json else shown)
+                error.text = shown  # what the reader reads; the JSON object stays English
+                report_error(error, as_json=as_json)
+            except (click.exceptions.Abort, KeyboardInterrupt):
+                report_error(errors.FitprobeError(msg("interrupted"), errors.INTERRUPTED), as_json=False)
+            except OSError as exc:
+                if exc.errno not in _OUTPUT_ERRNOS:
+                    raise
+                report_error(errors.FitprobeError(msg("cannot write the output: %(reason)s",
+                                                      reason=os.strerror(exc.errno)), errors.OUTPUT),
+                             as_json=False)
         if standalone_mode:
             sys.exit(rv if isinstance(rv, int) else 0)
         return rv
+
+    def _english_usage(self, argv: list[str], prog_name: str | None, shown: str) -> str:
+        """click's message for this usage error in English, for the JSON error object (which never changes
+        with the language): the same arguments parsed again in English, no command run. click words parts
+        of a message when it raises it, so the translated exception cannot be worded again afterwards.
+        An error a command's body raised (a `msg()` sentence, English already) is `shown` as it is."""
+        lang = i18n.language()
+        if lang == i18n.DEFAULT:
+            return shown
+        i18n.set_language(i18n.DEFAULT)
+        self.parse_only = True
+        try:
+            with i18n.click_speaks(i18n.DEFAULT):
+                try:
+                    super().main(argv, prog_name, standalone_mode=False)
+                except click.ClickException as exc:
+                    return _usage_message(exc)  # worded (format_message) while click speaks English
+        finally:
+            self.parse_only = False
+            i18n.set_language(lang)
+        return shown
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         command = super().get_command(ctx, name)
         if command is not None:
             localize(command)
+            if self.parse_only:  # parse its options, run nothing
+                command = copy.copy(command)
+                command.callback = None
         return command
 
 
@@ -216,11 +259,21 @@ def localize(command: click.Command) -> None:
     one process can show several languages)."""
     if not any(p.name == "lang" for p in command.params):
         command.params.append(click.Option(["--lang"], metavar="LANG", expose_value=False, help=LANG_OPTION_HELP))
+        # -h/--help as a parameter of its own: click words the help of its built-in one once per command
+        command.add_help_option = False
+        command.params.append(click.Option(["-h", "--help"], is_flag=True, expose_value=False, is_eager=True,
+                                           callback=_show_help, help=N_("Show this message and exit.")))
     items = [command, *command.params]
     msgids = command.__dict__.setdefault("_help_msgids", [getattr(i, "help", None) for i in items])
     for item, msgid in zip(items, msgids):
         if msgid:
             item.help = i18n._(msgid)
+
+
+def _show_help(ctx: click.Context, _param, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(ctx.get_help(), color=ctx.color)
+        ctx.exit()
 
 
 def _lang_argument(argv: list[str]) -> str | None:
@@ -287,9 +340,17 @@ OPTIONAL_COMMANDS = {
 }
 
 
+def _show_version(ctx: click.Context, _param, value: bool) -> None:
+    """--version (click's version_option words its line when the module is imported, before --lang is read)."""
+    if value and not ctx.resilient_parsing:
+        click.echo(i18n._("%(prog)s, version %(version)s") % {"prog": "fitprobe", "version": __version__})
+        ctx.exit()
+
+
 @click.group(cls=Group, lazy=OPTIONAL_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]},
              help=N_("Will this LLM run on this hardware, how well, and with which launch flags?"))
-@click.version_option(__version__, prog_name="fitprobe")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+              help=N_("Show the version and exit."))
 def main():
     """The command group; its help text is the msgid above (translated by `localize`)."""
 
@@ -333,7 +394,8 @@ def entry() -> None:
     except Exception as exc:  # a bug: say so in one line instead of a traceback
         if os.environ.get("FITPROBE_DEBUG"):
             raise
-        message = f"internal error: {type(exc).__name__}: {exc} (set FITPROBE_DEBUG=1 for details)"
+        error = f"{type(exc).__name__}: {exc}"
+        message = msg("internal error: %(error)s (set FITPROBE_DEBUG=1 for details)", error=error)
         report_error(errors.FitprobeError(message, errors.INTERNAL), as_json="--json" in sys.argv[1:])
     finally:
         _spare_exit_collections()

@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from .cli import EXIT_EXCEEDS, EXIT_FITS, fail, parse_bytes
+from .cli import EXIT_EXCEEDS, EXIT_FITS, SIZE, fail
 
 from fitprobe.catalogs.model_uses import USE_CASES
 from fitprobe.estimator.rank import SORTS
@@ -38,7 +38,7 @@ def fit_options(f):
                      help=N_("include models that do not fit, with what would make them fit")),
         click.option("--sort", type=click.Choice(SORTS), default="score", show_default=True, help=N_("ranking key")),
         click.option("--limit", type=int, default=None, help=N_("show the first N models")),
-        click.option("--min-margin", default="0", help=N_("margin below which a plan is 'tight', e.g. 2GiB")),
+        click.option("--min-margin", type=SIZE, default="0", help=N_("margin below which a plan is 'tight', e.g. 2GiB")),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -83,7 +83,7 @@ def build(opts: dict, *, hub: bool = False, hub_limit: int = 50, hub_search: str
         min_tps=opts.get("min_tps"), use_case=opts.get("use_case"), engine=opts.get("engine"),
         family=opts.get("family"), max_params=opts.get("max_params"), include_all=opts.get("include_all", False),
         sort=opts.get("sort", "score"), limit=opts.get("limit"),
-        min_margin_bytes=parse_bytes(opts.get("min_margin") or "0"))
+        min_margin_bytes=opts.get("min_margin") or 0)
     subjects, label, notes = None, "bundled catalog", []
     if hub:
         if hub_limit < 1:

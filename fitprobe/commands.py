@@ -8,7 +8,6 @@ import sys
 
 import click
 
-from .cli import parse_bytes
 from .errors import UsageError
 from .estimator.message import msg
 
@@ -23,13 +22,11 @@ def request_from(model: str, gpu: str | None, gpus: int, opts: dict):
             context=opts["context"], kv_cache=opts.get("kv_cache"), batch=opts["batch"], engine=opts.get("engine"),
             ubatch=opts["ubatch"], flash_attention=not opts["no_flash_attn"], gpu_layers=opts["gpu_layers"],
             gpu_util=opts["gpu_util"], usable_fraction=opts["usable_fraction"],
-            min_margin_bytes=parse_bytes(opts["min_margin"]), ram_gib=opts.get("ram_gib"), ram_bw=opts.get("ram_bw"),
+            min_margin_bytes=opts["min_margin"], ram_gib=opts.get("ram_gib"), ram_bw=opts.get("ram_bw"),
             cpu_threads=opts.get("cpu_threads"), revision=opts.get("revision"), hub_timeout=opts.get("hub_timeout"),
             expect_gpus=opts.get("expect_gpus"), gate_on=opts.get("gate_on") or "now",
             require_context=opts.get("require_context"), require_tps=opts.get("require_tps"),
             strict=bool(opts.get("strict")))
-    except click.BadParameter:
-        raise  # the command group words it as click does, naming the option
     except ValueError as exc:  # a bound the request declares
         raise UsageError(msg("invalid option: %(exc)s", exc=exc)) from None
 

@@ -23,8 +23,11 @@ API (stable; the HTML report uses it too):
 
 Catalogs: `fitprobe/locale/<lang>/LC_MESSAGES/fitprobe.po` (source, from `fitprobe.pot`; docs/i18n.md).
 The .mo files are not kept in git: the first use of a language compiles its .po with Babel into
-`$FITPROBE_CACHE_DIR/locale/<lang>-<sha256 of the .po>.mo` (memory only if that cannot be written), so a
-clean clone and an edited .po both just work.
+`$FITPROBE_CACHE_DIR/locale/<lang>-<sha256 of the .po>/<lang>/LC_MESSAGES/fitprobe.mo` (a temporary folder, or
+memory, if that cannot be written), so a clean clone and an edited .po both just work.
+
+click's own words (Usage:, its errors): `with click_speaks(lang):` binds that .mo as the process's gettext text
+domain, where click's stdlib gettext calls look (the command line does it around each run).
 """
 from __future__ import annotations
 
@@ -96,34 +99,55 @@ def translations(lang: str) -> gettext.NullTranslations:
         return gettext.NullTranslations()
     if lang not in SUPPORTED:
         raise ValueError(f"unsupported language {lang!r}")
-    return gettext.GNUTranslations(io.BytesIO(_compiled(lang)))
+    folder = localedir(lang)
+    if folder is None:  # nowhere to write the .mo: compiled in memory
+        return gettext.GNUTranslations(io.BytesIO(compile_po(po_path(lang).read_bytes(), lang)))
+    with open(folder / lang / "LC_MESSAGES" / f"{DOMAIN}.mo", "rb") as mo:
+        return gettext.GNUTranslations(mo)
 
 
 def po_path(lang: str) -> Path:
     return LOCALE_DIR / lang / "LC_MESSAGES" / f"{DOMAIN}.po"
 
 
-def _compiled(lang: str) -> bytes:
+def localedir(lang: str) -> Path | None:
+    """A gettext locale folder holding `<lang>/LC_MESSAGES/fitprobe.mo`, compiled from the .po on first use:
+    `$FITPROBE_CACHE_DIR/locale/<lang>-<sha256 of the .po>/`, else a temporary folder removed at exit;
+    None when neither can be written."""
     import hashlib
 
     raw = po_path(lang).read_bytes()
-    digest = hashlib.sha256(raw).hexdigest()[:16]
+    name = f"{lang}-{hashlib.sha256(raw).hexdigest()[:16]}"
     from fitprobe.catalogs.validated import cache_dir
 
-    cached = cache_dir() / "locale" / f"{lang}-{digest}.mo"
-    try:
-        return cached.read_bytes()
-    except OSError:
-        pass
-    data = compile_po(raw, lang)
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_bytes(data)
-        os.replace(partial, cached)
-    except OSError:  # a read-only cache: compile again next time
-        pass
-    return data
+    data = None
+    for base in (lambda: cache_dir() / "locale", _temporary_folder):
+        try:
+            folder = base() / name
+            mo = folder / lang / "LC_MESSAGES" / f"{DOMAIN}.mo"
+            if mo.is_file():
+                return folder
+            data = data or compile_po(raw, lang)
+            mo.parent.mkdir(parents=True, exist_ok=True)
+            partial = mo.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_bytes(data)
+            os.replace(partial, mo)
+            return folder
+        except OSError:  # a read-only cache: the next place
+            continue
+    return None
+
+
+_temporary = None
+
+
+def _temporary_folder() -> Path:
+    global _temporary
+    if _temporary is None:
+        import tempfile
+
+        _temporary = tempfile.TemporaryDirectory(prefix="fitprobe-locale-")  # removed when the process ends
+    return Path(_temporary.name)
 
 
 def compile_po(raw: bytes, lang: str) -> bytes:
@@ -135,6 +159,46 @@ def compile_po(raw: bytes, lang: str) -> bytes:
     out = io.BytesIO()
     write_mo(out, catalog, use_fuzzy=False)
     return out.getvalue()
+
+
+class click_speaks:
+    """`with click_speaks(lang):` click's own words (Usage:, Options:, "Show this message and exit.", its
+    error messages) in `lang`, from fitprobe's catalogs (scripts/i18n.py extracts click's msgids into them).
+
+    click marks its strings with the stdlib's `gettext.gettext`/`ngettext`, which look in the process's text
+    domain for the language named by LANGUAGE, LC_ALL, LC_MESSAGES, LANG. For the block, fitprobe's domain
+    is bound (`bindtextdomain`/`textdomain`, the compiled .mo of `localedir`) and LANGUAGE (the GNU variable
+    that names the message language, read first) set to `lang`; both are restored afterwards. English binds
+    nothing: click's text is the msgid. Only the command line does this: it owns the process."""
+
+    def __init__(self, lang: str):
+        self.lang = lang
+
+    def __enter__(self) -> None:
+        import gettext
+
+        self.saved = gettext.textdomain(), os.environ.get("LANGUAGE")
+        folder = None if self.lang == DEFAULT else localedir(self.lang)
+        if folder is None:  # English, or no .mo could be written: click's own (English) text
+            gettext.textdomain("messages")  # the stdlib's default domain
+            self._language(self.saved[1])
+            return
+        gettext.bindtextdomain(DOMAIN, str(folder))
+        gettext.textdomain(DOMAIN)
+        self._language(self.lang)
+
+    def __exit__(self, *exc) -> None:
+        import gettext
+
+        gettext.textdomain(self.saved[0])
+        self._language(self.saved[1])
+
+    @staticmethod
+    def _language(value: str | None) -> None:
+        if value is None:
+            os.environ.pop("LANGUAGE", None)
+        else:
+            os.environ["LANGUAGE"] = value
 
 
 def _(message: str) -> str:

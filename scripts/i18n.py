@@ -1,6 +1,7 @@
 """Translation catalogs: extract the msgids, update the .po files, compile, check (docs/i18n.md).
 
-    python scripts/i18n.py extract   # fitprobe/locale/fitprobe.pot from the sources and templates (babel.cfg)
+    python scripts/i18n.py extract   # fitprobe/locale/fitprobe.pot from the sources and templates (babel.cfg),
+                                     # plus click's own msgids from the installed click (Usage:, its errors)
     python scripts/i18n.py update    # extract, then merge the .pot into every fitprobe/locale/<lang>/.../fitprobe.po
     python scripts/i18n.py compile   # .mo files next to the .po (optional: fitprobe compiles on first use)
     python scripts/i18n.py check     # every msgid translated in every language, placeholders kept; exit 1 if not
@@ -21,6 +22,12 @@ POT = LOCALE / "fitprobe.pot"
 LANGS = ("en", "es", "de", "zh")
 KEYWORDS = ("msg", "plural:1,2", "_", "N_", "ngettext:1,2", "gettext")  # fitprobe.estimator.message, fitprobe.i18n
 PLACEHOLDER = re.compile(r"%\((\w+)\)[-#0 +]*\d*(?:\.\d+)?[sdifgeEFGxXor%]|%%")
+BRACE = re.compile(r"\{(\w+)(?:![rsa])?(?::[^{}]*)?\}")  # click's msgids: str.format fields
+CLICK_KEYWORDS = {"_": None, "ngettext": (1, 2)}  # click: `from gettext import gettext as _, ngettext`
+CLICK_COMMENT = "click's own text"
+CLICK_DYNAMIC = ("required",)  # passed to gettext through a variable (core.py: `_(extra["required"])`)
+# click fills {number_type} with its English type name ("integer range"): a translation may leave it out
+ENGLISH_ONLY_FIELDS = {"number_type"}
 
 
 def pybabel(*args: str) -> None:
@@ -31,6 +38,40 @@ def extract() -> None:
     keywords = [a for k in KEYWORDS for a in ("-k", k)]
     pybabel("extract", "-F", "babel.cfg", "--no-default-keywords", *keywords, "--sort-output", "--no-location",
             "--project", "fitprobe", "-w", "100", "-c", "TRANSLATORS:", "-o", str(POT.relative_to(ROOT)), ".")
+    add_click_messages()
+
+
+def click_messages() -> dict:
+    """click's msgids (msgid -> plural msgid or None) from the click this interpreter imports: fitprobe routes
+    them through its catalogs (fitprobe.i18n.click_speaks), so a click upgrade's new strings show up here as
+    untranslated instead of staying English."""
+    from pathlib import Path as _Path
+
+    import click
+    from babel.messages.extract import extract_from_dir
+
+    found: dict = {}
+    for _file, _line, message, _comments, _ctx in extract_from_dir(_Path(click.__file__).parent, [("**.py", "python")],
+                                                                   keywords=CLICK_KEYWORDS):
+        msgid, msgid_plural = message if isinstance(message, tuple) else (message, None)
+        found.setdefault(msgid, msgid_plural)
+    return found | dict.fromkeys(CLICK_DYNAMIC)
+
+
+def add_click_messages() -> None:
+    """Merge click's msgids into the freshly extracted .pot (marked with CLICK_COMMENT)."""
+    from babel.messages.pofile import read_po, write_po
+
+    with POT.open("rb") as fh:
+        pot = read_po(fh)
+    for msgid, msgid_plural in click_messages().items():
+        flags = ["python-brace-format"] if BRACE.search(msgid) else []
+        if PLACEHOLDER.search(msgid):
+            flags.append("python-format")
+        pot.add(msgid if msgid_plural is None else (msgid, msgid_plural), auto_comments=[CLICK_COMMENT],
+                flags=flags)
+    with POT.open("wb") as fh:
+        write_po(fh, pot, width=100, sort_output=True, omit_header=False)
 
 
 def update() -> None:
@@ -47,7 +88,9 @@ def compile_all() -> None:
 
 
 def placeholders(text: str) -> list[str]:
-    return sorted(m.group(0) for m in PLACEHOLDER.finditer(text) if m.group(0) != "%%")
+    """The %(name)s placeholders of a msgid or translation, and the {name} fields of click's."""
+    return sorted([m.group(0) for m in PLACEHOLDER.finditer(text) if m.group(0) != "%%"]
+                  + ["{%s}" % m.group(1) for m in BRACE.finditer(text)])
 
 
 def problems() -> list[str]:
@@ -69,6 +112,8 @@ def problems() -> list[str]:
             found[message[0]] = message[1]
         else:
             found[message] = None
+    found.update(click_messages())
+    optional = {"{%s}" % f for f in ENGLISH_ONLY_FIELDS}
     out = []
     for lang in LANGS:
         catalog = read_po(io.BytesIO((LOCALE / lang / "LC_MESSAGES" / "fitprobe.po").read_bytes()), locale=lang)
@@ -86,7 +131,7 @@ def problems() -> list[str]:
             want = set(placeholders(msgid)) | set(placeholders(msgid_plural or ""))
             for text in strings:  # a plural form may leave the count out ("one sequence")
                 have = set(placeholders(text))
-                if not (have <= want if msgid_plural is not None else have == want):
+                if not (have <= want if msgid_plural is not None else want - optional <= have <= want):
                     out.append(f"{lang}: placeholders {sorted(have)} differ from {sorted(want)} in {msgid!r}")
     return out
 

@@ -100,7 +100,7 @@ def test_catalogs_compile_once_into_the_cache(tmp_path, monkeypatch):
     i18n.translations.cache_clear()
     try:
         assert i18n.translations("de").gettext("error: %(message)s") == "Fehler: %(message)s"
-        cached = list((tmp_path / "locale").glob("de-*.mo"))
+        cached = list((tmp_path / "locale").glob("de-*/de/LC_MESSAGES/fitprobe.mo"))
         assert len(cached) == 1
         i18n.translations.cache_clear()
         cached[0].write_bytes(i18n.compile_po(i18n.po_path("es").read_bytes(), "es"))  # the cache is what is read
@@ -212,6 +212,10 @@ JSON_RUNS = [
     ["plan", "nosuch", "--gpu", "RTX 4090", "--json"],
     ["list", "gpus", "--json"],
     ["report", "deepseek-v3", "--gpu", "RTX 3060 12GB", "--json"],
+    ["plan", "x", "--gpu", "RTX 4090", "--gpus", "abc", "--json"],  # click's usage errors: English in the JSON
+    ["plan", "x", "--gpu", "RTX 4090", "--nope", "--json"],
+    ["plan", "x", "--gpu", "RTX 4090", "--min-margin", "5x", "--json"],
+    ["plan", "--json"],
 ]
 
 
@@ -224,7 +228,7 @@ def test_json_and_exit_codes_do_not_change_with_the_language(args):
     results.append(runner.invoke(main, args, env={"LC_ALL": "de_DE.UTF-8"}))
     assert len({r.exit_code for r in results}) == 1
     assert len({r.stdout for r in results}) == 1, [r.stdout[:200] for r in results]
-    json.loads(results[0].stdout.splitlines()[0] if results[0].exit_code == 3 else results[0].stdout)
+    json.loads(results[0].stdout.splitlines()[0] if results[0].exit_code in (2, 3) else results[0].stdout)
 
 
 def test_say_rebuilds_joined_and_plural_sentences():
@@ -263,3 +267,75 @@ def test_dates_in_each_language():
     day = datetime.date(2026, 12, 1)
     assert [i18n.date_text(day, lang=lang) for lang in LANGS] == ["Dec 1, 2026", "1 dic 2026", "01.12.2026",
                                                                   "2026年12月1日"]
+
+
+CLICK_SAYS = {  # click's own words (its help page, its usage errors) through fitprobe's catalogs
+    "en": ["Usage: main plan", "Options:", "Show this message and exit.", "[required]", "[default: 1;"],
+    "es": ["Uso: main plan", "Opciones:", "Muestra esta ayuda y termina.", "[obligatorio]", "[predeterminado: 1;"],
+    "de": ["Aufruf: main plan", "Optionen:", "Zeigt diese Hilfe an und beendet das Programm.", "[erforderlich]",
+           "[Standard: 1;"],
+    "zh": ["用法: main plan", "选项:", "显示此帮助并退出。", "[必填]", "[默认：1;"],
+}
+CLICK_ERRORS = {  # (arguments, what the one line says) per language; every one exits 2 (usage)
+    "en": [(["--gpus", "abc"], "Invalid value for '--gpus': 'abc' is not a valid integer range."),
+           (["--nope"], "No such option '--nope'."), ([], "Missing argument 'MODEL'."),
+           (["--engine", "foo"], "'foo' is not one of 'llama.cpp'"), (["--min-margin", "5x"], "'5x' is not a size"),
+           (["--ctx", "lots"], "'lots' is not a context"), (["--gpu-util", "2"], "2 is not in (0, 1]")],
+    "es": [(["--gpus", "abc"], "Valor no válido para '--gpus': 'abc' no es un número válido."),
+           (["--nope"], "No existe la opción '--nope'."), ([], "Falta el argumento 'MODEL'."),
+           (["--engine", "foo"], "'foo' no es ninguno de estos: 'llama.cpp'"),
+           (["--min-margin", "5x"], "'5x' no es un tamaño"), (["--ctx", "lots"], "'lots' no es un contexto"),
+           (["--gpu-util", "2"], "2 no está en (0, 1]")],
+    "de": [(["--gpus", "abc"], "Ungültiger Wert für '--gpus': 'abc' ist keine gültige Zahl."),
+           (["--nope"], "Unbekannte Option '--nope'. Meinten Sie '--token'?"), ([], "Fehlendes Argument 'MODEL'."),
+           (["--engine", "foo"], "'foo' ist keiner dieser Werte: 'llama.cpp'"),
+           (["--min-margin", "5x"], "'5x' ist keine Größe wie 2GiB"), (["--ctx", "lots"], "'lots' ist kein Kontext"),
+           (["--gpu-util", "2"], "2 liegt nicht in (0, 1]")],
+    "zh": [(["--gpus", "abc"], "'--gpus' 的值无效：'abc' 不是有效的数字。"), (["--nope"], "没有选项 '--nope'。"),
+           ([], "缺少参数 'MODEL'"), (["--engine", "foo"], "'foo' 不在可选值"), (["--min-margin", "5x"], "'5x' 不是"),
+           (["--ctx", "lots"], "'lots' 不是上下文长度"), (["--gpu-util", "2"], "2 不在 (0, 1] 内")],
+}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_click_help_page_in_each_language(lang):
+    code, out = run("--lang", lang, "plan", "--help")
+    assert code == 0
+    for phrase in CLICK_SAYS[lang]:
+        assert phrase in " ".join(out.split()), (lang, phrase)
+    code, out = run("--lang", lang, "--help")
+    assert code == 0 and {"es": "Comandos:", "de": "Befehle:", "zh": "命令:", "en": "Commands:"}[lang] in out
+    code, out = run("--version", "--lang", lang)
+    assert code == 0 and out == {"en": "fitprobe, version ", "es": "fitprobe, versión ", "de": "fitprobe, Version ",
+                                 "zh": "fitprobe，版本 "}[lang] + __import__("fitprobe").__version__ + "\n"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_click_usage_errors_in_each_language_exit_2(lang):
+    for args, says in CLICK_ERRORS[lang]:
+        code, out = run("--lang", lang, "plan", *(["x", "--gpu", "RTX 4090"] if args else []), *args)
+        assert code == 2 and out.count("\n") == 1, (args, out)
+        assert says in out, (lang, args, out)
+        if lang != "en":
+            assert "Invalid value" not in out and "No such option" not in out and "Missing argument" not in out
+
+
+def test_click_speaks_only_inside_the_command():
+    """The text domain and LANGUAGE fitprobe sets for click are restored when the command ends."""
+    import gettext
+    import os
+
+    before = gettext.textdomain(), os.environ.get("LANGUAGE")
+    run("--lang", "de", "plan", "--help")
+    run("--lang", "zh", "plan", "x", "--gpu", "RTX 4090", "--gpus", "abc")
+    assert (gettext.textdomain(), os.environ.get("LANGUAGE")) == before
+    assert gettext.gettext("Usage:") == "Usage:"
+
+
+def test_a_new_click_msgid_shows_up_as_untranslated(monkeypatch):
+    """click's msgids are extracted from the installed click: one a click upgrade adds fails the check."""
+    script = _script()
+    assert {"Usage:", "Show this message and exit.", "No such option {name!r}.", "required"} <= set(script.click_messages())
+    real = script.click_messages
+    monkeypatch.setattr(script, "click_messages", lambda: {**real(), "Aborted by a newer click!": None})
+    assert script.problems() == [f"{lang}: missing 'Aborted by a newer click!'" for lang in LANGS]
