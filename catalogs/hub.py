@@ -419,7 +419,7 @@ def _apply_files(model: HubModel, files: dict[str, Path | str], repo_id: str) ->
     if "params.json" in files:
         model.params_json = _load_json(files["params.json"], repo_id, "params.json")
         if model.config is None:
-            model.notes.append("no config.json: Mistral-native params.json only")
+            model.notes.append(msg("no config.json: Mistral-native params.json only"))
     model.quantization_config = _quant_config(model.config)
     if model.quantization_config is None:
         for name, method in _QUANT_SIDE_FILES.items():
@@ -428,7 +428,7 @@ def _apply_files(model: HubModel, files: dict[str, Path | str], repo_id: str) ->
                 if name == "hf_quant_config.json" and isinstance(qc.get("quantization"), dict):
                     qc = {**qc["quantization"], "producer": qc.get("producer")}
                 model.quantization_config = {"quant_method": method, **qc}
-                model.notes.append(f"quantization config from {name}")
+                model.notes.append(msg("quantization config from %(file)s", file=name))
                 break
 
 
@@ -504,13 +504,13 @@ def _from_hub(ref: ModelRef, token: str | None, budget: _Budget) -> HubModel:
     model = HubModel(repo_id=info_id or repo, revision=rev or "main", sha=sha, gated=bool(info.get("gated")),
                      base_models=base_models_from_tags([t for t in info.get("tags") or [] if isinstance(t, str)]))
     if info_id and info_id.lower() != repo.lower():
-        model.notes.append(f"{repo} was renamed to {info_id}")
+        model.notes.append(msg("%(repo)s was renamed to %(new)s", repo=repo, new=info_id))
         repo = info_id
     sizes = {s["rfilename"]: _sibling_size(s) for s in info["siblings"]}
-    _check_counts(sizes, "file size", repo)
+    _check_counts(sizes, msg("file size"), repo)
     if any(n.endswith(".gguf") and sizes[n] is None for n in sizes):
         sizes = _call(lambda: hub_http.tree_sizes(endpoint, repo, sha, token, wait()), repo, rev, token)
-        _check_counts(sizes, "file size", repo)
+        _check_counts(sizes, msg("file size"), repo)
 
     jobs: dict[str, Job] = {}
     for name in ("params.json", "model.safetensors.index.json", *_QUANT_SIDE_FILES):
@@ -529,19 +529,21 @@ def _from_hub(ref: ModelRef, token: str | None, budget: _Budget) -> HubModel:
         files[name] = _result(job, deadline)
     _apply_files(model, {n: p for n, p in files.items() if n != "model.safetensors.index.json"}, repo)
     if model.config is None and model.params_json is None and not any(n.endswith(".gguf") for n in sizes):
-        model.notes.append("repo has no config.json, params.json or GGUF file")
+        model.notes.append(msg("repo has no config.json, params.json or GGUF file"))
 
     ggufs = [(n, s) for n, s in sizes.items() if n.lower().endswith(".gguf")]
     model.gguf_files = group_gguf_files(ggufs)
     model.mmproj_files = group_gguf_files(ggufs, mmproj=True)
     for g in model.gguf_files:
         if not g.complete:
-            model.notes.append(f"GGUF {g.quant}: only {len(g.filenames)} of {g.parts_expected} split parts listed")
+            model.notes.append(msg("GGUF %(quant)s: only %(listed)s of %(parts)s split parts listed", quant=g.quant,
+                                   listed=len(g.filenames), parts=g.parts_expected))
 
     if parameters:
         if not isinstance(parameters, dict):
-            raise HubUnavailable(f"{endpoint} answered a safetensors summary that is not one for {repo}", repo)
-        _check_counts(parameters, "parameter count", repo)
+            raise HubUnavailable(msg("%(endpoint)s answered a safetensors summary that is not one for %(repo)s",
+                                     endpoint=endpoint, repo=repo), repo)
+        _check_counts(parameters, msg("parameter count"), repo)
         model.safetensors_params = {k: int(v) for k, v in parameters.items()}
         model.safetensors_source = "model-info"
     elif shards:
@@ -553,7 +555,7 @@ def _from_hub(ref: ModelRef, token: str | None, budget: _Budget) -> HubModel:
         totals: dict[str, int] = {}
         for shard, job in headers.items():
             counts = _result(job, deadline)
-            _check_counts(counts, f"parameter count in {shard}", repo)
+            _check_counts(counts, msg("parameter count in %(file)s", file=shard), repo)
             for dtype, count in counts.items():
                 totals[dtype] = totals.get(dtype, 0) + int(count)
         if totals:
@@ -573,7 +575,8 @@ def _header_counts(hub_http, endpoint: str, repo: str, revision: str, shard: str
     try:
         return hub_http.safetensors_counts(endpoint, repo, revision, shard, token, timeout)
     except hub_http.SafetensorsHeaderError as exc:
-        raise HubMalformedFile(f"a safetensors header in {repo} is corrupt: {exc}", repo, token) from None
+        raise HubMalformedFile(msg("a safetensors header in %(repo)s is corrupt: %(exc)s", repo=repo, exc=exc), repo,
+                               token) from None
 
 
 _MAX_COUNT = 10**15  # bytes or parameters: a quadrillion is beyond any model file or checkpoint
@@ -670,8 +673,8 @@ def _from_cache(ref: ModelRef, reason: str, on_miss: HubUnavailable | None = Non
             raise on_miss
         raise HubUnavailable(msg("%(reason)s and the cache holds no config for %(repo_id)s@%(rev)s",
                                  reason=reason, repo_id=ref.repo_id, rev=rev), ref.repo_id)
-    model.notes.append(f"from the local Hugging Face cache: {reason}")
-    model.notes.append("cache: safetensors parameter counts and the full file listing are not available offline")
+    model.notes.append(msg("from the local Hugging Face cache: %(reason)s", reason=reason))
+    model.notes.append(msg("cache: safetensors parameter counts and the full file listing are not available offline"))
     return model
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from fitprobe.catalogs.validated import cache_dir
+from fitprobe.errors import message_of
+from fitprobe.estimator.message import Num, msg, plural
 
 WORKERS = 8  # concurrent config fetches
 PIPELINE = "text-generation"
@@ -52,12 +54,13 @@ def list_popular(*, limit: int, search: str | None, token: str | None, timeout: 
     endpoint = hub._endpoint()
     path = _listing_path(endpoint, search, limit)
     if hub._offline():
-        return _cached(path, "offline mode (HF_HUB_OFFLINE)")
+        return _cached(path, msg("offline mode (HF_HUB_OFFLINE)"))
     try:
         models = _call_with_deadline(lambda: _fetch_listing(endpoint, limit, search, token), timeout)
     except Exception as exc:  # noqa: BLE001 - unreachable, HTTP error, deadline: fall back to the cache
-        why = str(hub._translate(exc, "the model listing", None, token) or exc) if not isinstance(exc, TimeoutError) \
-            else f"the Hub listing did not answer within {timeout:g} s"
+        why = (message_of(hub._translate(exc, "the model listing", None, token) or exc)
+               if not isinstance(exc, TimeoutError)
+               else msg("the Hub listing did not answer within %(seconds)s s", seconds=Num(timeout, "g")))
         return _cached(path, why)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -65,7 +68,8 @@ def list_popular(*, limit: int, search: str | None, token: str | None, timeout: 
                                     "models": [m.__dict__ for m in models]}))
     except OSError:
         pass  # read-only cache: the next offline run will say there is no listing
-    return models, f"Hugging Face Hub ({endpoint}): {len(models)} most downloaded {PIPELINE} models"
+    return models, msg("Hugging Face Hub (%(endpoint)s): %(n)s most downloaded %(pipeline)s models", endpoint=endpoint,
+                       n=len(models), pipeline=PIPELINE)
 
 
 def _fetch_listing(endpoint: str, limit: int, search: str | None, token: str | None) -> list[Listed]:
@@ -81,9 +85,9 @@ def _cached(path, why: str) -> tuple[list[Listed], str]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
-        raise HubListError(f"{why}, and no Hub listing is cached yet (run once online)") from None
+        raise HubListError(msg("%(why)s, and no Hub listing is cached yet (run once online)", why=why)) from None
     models = [Listed(**m) for m in data.get("models", [])]
-    return models, f"cached Hub listing of {data.get('fetched_at', '?')} ({why})"
+    return models, msg("cached Hub listing of %(date)s (%(why)s)", date=data.get("fetched_at", "?"), why=why)
 
 
 def _now() -> str:
@@ -161,29 +165,33 @@ def hub_subjects(*, limit: int, search: str | None, token: str | None, timeout: 
         got = fetched[m.repo_id]
         if isinstance(got, TimeoutError):
             late += 1
-            subjects.append(Subject(m.repo_id, unsupported=f"config not fetched within the {timeout:g} s deadline"))
+            subjects.append(Subject(m.repo_id, unsupported=msg("config not fetched within the %(seconds)s s deadline",
+                                                                seconds=Num(timeout, "g"))))
             continue
         if isinstance(got, Exception):
-            reason = str(got) if isinstance(got, hub.HubError) else f"{type(got).__name__}: {got}"
+            reason = message_of(got) if isinstance(got, hub.HubError) else f"{type(got).__name__}: {got}"
             subjects.append(Subject(m.repo_id, unsupported=reason))
             continue
         if got.config is None:
-            subjects.append(Subject(m.repo_id, unsupported="no config.json (" + (
-                "GGUF-only repo" if got.gguf_files else "params.json or nothing") + ")"))
+            subjects.append(Subject(m.repo_id, unsupported=msg("no config.json (GGUF-only repo)") if got.gguf_files
+                                    else msg("no config.json (params.json or nothing)")))
             continue
         cached += got.source == "cache"
         try:
             spec = spec_from_config(got.config, name=m.repo_id, hf_id=m.repo_id)
         except SpecError as exc:
-            subjects.append(Subject(m.repo_id, unsupported=str(exc)))
+            subjects.append(Subject(m.repo_id, unsupported=message_of(exc)))
             continue
         tags = ["chat"] if "conversational" in m.tags else []
         facts = ModelFacts(name=m.repo_id, spec=spec, family=spec.architecture, tags=tags, hf_id=m.repo_id,
                            native=published_format(spec, quant_table()))
         subjects.append(Subject(m.repo_id, facts=with_vision(facts)))
-    notes = [f"models from {label}"]
+    notes = [msg("models from %(source)s", source=label)]
     if cached:
-        notes.append(f"{cached} config(s) read from the local Hugging Face cache")
+        notes.append(plural("%(n)s config read from the local Hugging Face cache",
+                            "%(n)s configs read from the local Hugging Face cache", cached))
     if late:
-        notes.append(f"{late} config(s) not fetched within --hub-timeout {timeout:g} s: listed as not sized")
+        notes.append(plural("%(n)s config not fetched within --hub-timeout %(seconds)s s: listed as not sized",
+                            "%(n)s configs not fetched within --hub-timeout %(seconds)s s: listed as not sized", late,
+                            seconds=Num(timeout, "g")))
     return HubSubjects(subjects=subjects, label=label, notes=notes)

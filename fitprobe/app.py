@@ -13,11 +13,12 @@ from fitprobe.catalogs.resolve import ResolvedModel, native_format
 from fitprobe.errors import UsageError  # noqa: F401  (re-exported: bad option values, exit code 2)
 from fitprobe.estimator.fields import asdict, replace
 from fitprobe.estimator.hardware import Device, Hardware
-from fitprobe.estimator.message import Num, msg
+from fitprobe.estimator.message import Num, join, msg
 from fitprobe.estimator.plan import PlanResult, Sizer, row_settings
 from fitprobe.estimator.quant import QuantFormat
 from fitprobe.estimator.settings import ENGINE_KV_DTYPES, RunSettings
 from fitprobe.estimator.tensors import param_counts
+from fitprobe.i18n import N_
 
 from . import schema
 
@@ -371,18 +372,26 @@ def model_info(r: ResolvedModel) -> schema.ModelInfo:
     )
 
 
+ATTENTION_KINDS = {  # layer kind -> how the summary counts it ("GQA: 40 full, 40 sliding-window (4096)")
+    "full": N_("%(n)s full"), "sliding": N_("%(n)s sliding-window"), "chunked": N_("%(n)s chunked"),
+    "compressed": N_("%(n)s compressed (V4)"), "linear": N_("%(n)s linear (gated delta)"), "mamba": N_("%(n)s Mamba"),
+    "conv": N_("%(n)s short-conv")}
+
+
 def attention_summary(spec) -> str:
+    """The attention layout as a sentence (English in the JSON, translated where it is shown)."""
     parts = []
-    kind_names = {"full": "full", "sliding": "sliding-window", "chunked": "chunked", "compressed": "compressed (V4)",
-                  "linear": "linear (gated delta)", "mamba": "Mamba", "conv": "short-conv"}
-    for kind, label in kind_names.items():
+    for kind, label in ATTENTION_KINDS.items():
         n = spec.count(kind)
         if n:
             window = next((layer.window for layer in spec.layers if layer.attention == kind and layer.window), None)
-            parts.append(f"{n} {label}" + (f" ({window})" if window else ""))
+            part = msg(label, n=n)
+            parts.append(msg("%(layers)s (%(window)s)", layers=part, window=str(window)) if window else part)
     head = "MLA" if spec.mla else ("MHA" if spec.n_kv_heads == spec.n_heads else "MQA" if spec.n_kv_heads == 1 else "GQA")
-    moe = f", MoE {spec.moe.n_experts_used}/{spec.moe.n_experts}" if spec.moe else ""
-    return f"{head}{moe}: " + ", ".join(parts)
+    if spec.moe:
+        return msg("%(head)s, MoE %(used)s/%(experts)s: %(layers)s", head=head, used=str(spec.moe.n_experts_used),
+                   experts=str(spec.moe.n_experts), layers=join(parts, ", "))
+    return msg("%(head)s: %(layers)s", head=head, layers=join(parts, ", "))
 
 
 def hardware_info(hw: Hardware, st: RunSettings, source: str, *, now: bool,

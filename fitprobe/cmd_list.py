@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from fitprobe.i18n import N_, _, ljust
+from fitprobe.i18n import N_, _, ljust, say
 
 COLUMNS = {"name": N_("name"), "hf_id": N_("hf_id"), "params_b": N_("params_b"), "key": N_("key"),
            "memory_gib": N_("memory_gib"), "bandwidth_gbs": N_("bandwidth_gbs"), "kind": N_("kind"),
@@ -23,7 +23,8 @@ def list_command(what: str, as_json: bool):
     from fitprobe.i18n import width
 
     head = [_(COLUMNS.get(k, k)) for k in rows[0]] if rows else []
-    cells = [head] + [["" if v is None else str(v) for v in row.values()] for row in rows] if rows else []
+    shown = [{**row, "label": say(row["label"])} if "label" in row else row for row in rows]  # catalog labels
+    cells = [head] + [["" if v is None else str(v) for v in row.values()] for row in shown] if rows else []
     widths = [max(width(r[i]) for r in cells) for i in range(len(cells[0]))] if cells else []
     for r in cells:  # whole names, columns aligned: a name is never cut
         click.echo("  ".join(ljust(c, w) for c, w in zip(r, widths)).rstrip())

@@ -47,14 +47,14 @@ def render_report(report) -> str:
     ram = _("RAM: %(total)s total, %(available)s available") % {"total": _gib(report.ram_total_bytes),
                                                                 "available": _gib(report.ram_available_bytes)}
     if report.cgroup_limit_bytes:
-        ram += "; " + _("container limit %(size)s") % {"size": _gib(report.cgroup_limit_bytes)}
+        ram += _("; ") + _("container limit %(size)s") % {"size": _gib(report.cgroup_limit_bytes)}
     lines.append(ram)
     if report.ram_bandwidth_gbs:
         lines.append(_("RAM bandwidth: %(gbs)s GB/s measured (%(method)s); pass it to plan/check as --ram-bw %(flag)s")
-                     % {"gbs": spec(report.ram_bandwidth_gbs, ".1f"), "method": report.ram_bandwidth_method,
+                     % {"gbs": spec(report.ram_bandwidth_gbs, ".1f"), "method": say(report.ram_bandwidth_method),
                         "flag": f"{report.ram_bandwidth_gbs:.0f}"})
     if report.visible_masks:
-        lines.append(_("masks: %(masks)s") % {"masks": ", ".join(f"{k}={v}" for k, v in report.visible_masks.items())})
+        lines.append(_("masks: %(masks)s") % {"masks": _(", ").join(f"{k}={v}" for k, v in report.visible_masks.items())})
     lines.append(_("backends:"))
     for b in report.backends:
         state = (_("found %(devices)s") % {"devices": b.devices} if b.present else _("FAILED") if b.failed
@@ -93,5 +93,5 @@ def probe_command(as_json: bool, bench: bool) -> None:
     failed = [b for b in report.backends if b.failed]
     if failed:
         click.echo(_("error: %(message)s") % {"message": _("hardware not probeable: %(why)s") % {
-            "why": "; ".join(f"{b.name}: {say(b.reason)}" for b in failed)}}, err=True)
+            "why": _("; ").join(f"{b.name}: {say(b.reason)}" for b in failed)}}, err=True)
         sys.exit(HARDWARE.code)

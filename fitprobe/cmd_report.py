@@ -162,7 +162,7 @@ def render_text(o) -> str:
     if sp:
         decode = _("%(tps)s tok/s per sequence") % {"tps": _num(sp.decode_tps)}
         if sp.batch > 1:
-            decode += ", " + _("%(tps)s tok/s over %(n)s sequences") % {"tps": _num(sp.aggregate_tps), "n": sp.batch}
+            decode += _(", ") + _("%(tps)s tok/s over %(n)s sequences") % {"tps": _num(sp.aggregate_tps), "n": sp.batch}
         decode += "  (" + _("%(bound)s bound; %(gb)s GB read per step") % {
             "bound": _(BOUND.get(sp.bound, sp.bound)), "gb": spec(sp.bytes_per_token / 1e9, ".2f")} + ")"
         backend = _("%(backend)s: η %(eta)s, MFU %(mfu)s, t_fixed %(fixed)s ms") % {

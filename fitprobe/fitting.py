@@ -245,7 +245,7 @@ def render_table(out) -> str:
         return " ".join(ljust(v, w) if lft else rjust(v, w) for v, w, lft in zip(values, widths, left))
 
     hw = out.hardware
-    ram = ", " + _("%(size)s GiB RAM") % {"size": spec(hw.system_ram_bytes / GIB, ".0f")} if hw.system_ram_bytes else ""
+    ram = _(", ") + _("%(size)s GiB RAM") % {"size": spec(hw.system_ram_bytes / GIB, ".0f")} if hw.system_ram_bytes else ""
     lines = [_("What runs on %(hardware)s (%(usable)s GiB usable%(ram)s; %(source)s) — %(models)s, sorted by %(sort)s")
              % {"hardware": hw.name, "usable": spec(hw.usable_bytes / GIB, ".1f"), "ram": ram, "source": _(hw.source),
                 "models": _(out.source), "sort": out.sort},

@@ -59,12 +59,13 @@ def format_number(value, spec: str, scale: float, lang: str) -> str:
 
 def _view(o) -> dict:
     """What the templates arrange but the contract does not hold in that shape."""
-    from fitprobe.simulate import DEFAULT_MAX_SECONDS, DEFAULT_TOKENS, SAMPLE, Playback
+    from fitprobe.simulate import DEFAULT_MAX_SECONDS, DEFAULT_TOKENS, Playback, sample_tokens
 
     sp = o.speed
     playback = (Playback.plan(sp.ttft_ms, sp.decode_tps, DEFAULT_TOKENS, DEFAULT_MAX_SECONDS)
                 if sp is not None and sp.decode_tps > 0 else None)
-    return {"playback": playback, "words": " ".join(SAMPLE), "limiting": limiting_device(o),
+    tokens, between = sample_tokens()
+    return {"playback": playback, "words": " ".join(tokens), "between": between, "limiting": limiting_device(o),
             "offers": offer_groups(o.cost.offers if o.cost else []), "chart": chart(o),
             "faq_scaling": next((i for i, r in enumerate(o.scaling) if r.context == FAQ_CONTEXT), None),
             "other_launch": [(e, p) for e, p in o.launch.items() if e != o.recommended.engine]}

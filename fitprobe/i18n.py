@@ -216,7 +216,7 @@ def N_(message: str) -> str:
     return message
 
 
-SEPARATORS = (N_("; "), N_(" and "))  # the separators of fitprobe.estimator.message.join, translated by say()
+SEPARATORS = (N_("; "), N_(" and "), N_(", "))  # the separators of fitprobe.estimator.message.join, translated by say()
 
 
 def say(text) -> str:

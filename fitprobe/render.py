@@ -69,7 +69,7 @@ def render_plan(o: PlanOutput, *, full: bool = False) -> str:
                      "%(attention)s; source: %(source)s") % {
                  "architecture": o.model.architecture, "total": spec(o.model.params_total / 1e9, ",.2f"),
                  "active": spec(o.model.params_active / 1e9, ",.2f"), "layers": o.model.n_layers,
-                 "attention": o.model.attention, "source": say(o.model.source)}), ""]
+                 "attention": say(o.model.attention), "source": say(o.model.source)}), ""]
     if o.asked is not None:
         a = o.asked
         asked = _settings_text(a.settings.quant, a.settings.context, a.settings.kv_cache_dtype, a.settings.batch,
@@ -81,7 +81,7 @@ def render_plan(o: PlanOutput, *, full: bool = False) -> str:
     speed = f" — ~{_tps(r.decode_tps)}" if r.decode_tps and r.status != "exceeds" else ""
     lines += wrap(headline % {"status": status(r.status), "speed": speed, "reason": say(v.reason)}, "", "")
     lines += wrap(_settings_text(r.quant, r.context, r.kv_cache_dtype, r.batch, r.engine)
-                  + ("; " + _("fits up to %(context)s") % {"context": ctx_label(r.max_context)}
+                  + (_("; ") + _("fits up to %(context)s") % {"context": ctx_label(r.max_context)}
                      if r.max_context and r.max_context > r.context else ""))
     lines += ["  " + _("change: %(change)s") % {"change": say(c)} for c in r.changes]
     if r.command:
@@ -92,7 +92,7 @@ def render_plan(o: PlanOutput, *, full: bool = False) -> str:
     n = o.recommended_now
     if n is not None:
         speed = f", ~{_tps(n.decode_tps)}" if n.decode_tps else ""
-        what = "; ".join(say(c) for c in n.changes) or _settings_text(n.quant, n.context, n.kv_cache_dtype,
+        what = _("; ").join(say(c) for c in n.changes) or _settings_text(n.quant, n.context, n.kv_cache_dtype,
                                                                        n.batch, n.engine)
         lines += wrap(_("What fits right now: %(status)s%(speed)s — %(what)s") % {
             "status": status(n.status), "speed": speed, "what": what}, "", "")
@@ -100,7 +100,7 @@ def render_plan(o: PlanOutput, *, full: bool = False) -> str:
     lines += [""] + _memory_table(o)
     if o.speed is not None:
         sp = o.speed
-        prefill = (", " + _("prefill ~%(prefill)s, TTFT (%(prompt)sK prompt) ~%(ttft)s ms") % {
+        prefill = (_(", ") + _("prefill ~%(prefill)s, TTFT (%(prompt)sK prompt) ~%(ttft)s ms") % {
             "prefill": _tps(sp.prefill_tps, ",.0f"), "prompt": sp.prompt_tokens // 1024,
             "ttft": spec(sp.ttft_ms, ",.0f")} if sp.prefill_tps and sp.ttft_ms else "")
         template = (_("speed: decode ~%(decode)s per sequence (%(bound)s-bound)%(prefill)s") if r.status != "exceeds"
@@ -115,7 +115,7 @@ def render_plan(o: PlanOutput, *, full: bool = False) -> str:
         lines += ["", _("Other engines (--full or --engine NAME for their commands)")]
         for e, p in others:
             sp = f"~{_tps(p.speed.decode_tps)}" if p.speed and p.fits else _("speed n/a")
-            what = (f"{ctx_label(p.context)}, {p.quant}, {p.kv_cache_dtype} KV, {sp}" if p.command
+            what = (_(", ").join([ctx_label(p.context), p.quant, f"{p.kv_cache_dtype} KV", sp]) if p.command
                     else (say(p.notes[-1]) if p.notes else _("no plan")))
             lines += wrap(f"{e:<10}{ljust(status(p.status), 13)}{what}")
     if full:
@@ -145,11 +145,11 @@ BOUND = {"GPU bandwidth": N_("GPU bandwidth"), "system RAM bandwidth": N_("syste
 def _probed(o: PlanOutput) -> str:
     hw = o.hardware
     parts = [spec(d.memory_bytes / GIB, ".1f", "GiB")
-             + (", " + _("%(free)s free") % {"free": spec(d.free_bytes / GIB, ".1f")} if d.free_bytes is not None else "")
+             + (_(", ") + _("%(free)s free") % {"free": spec(d.free_bytes / GIB, ".1f")} if d.free_bytes is not None else "")
              for d in hw.devices]
     ram = (_("RAM %(size)s") % {"size": spec(hw.system_ram_bytes / GIB, ".1f", "GiB")} if hw.system_ram_bytes
            else _("RAM unknown"))
-    return _("probed: %(devices)s") % {"devices": "; ".join(parts + [ram])}
+    return _("probed: %(devices)s") % {"devices": _("; ").join(parts + [ram])}
 
 
 def _memory_table(o: PlanOutput) -> list[str]:
@@ -181,9 +181,9 @@ def _memory_table(o: PlanOutput) -> list[str]:
         lines.append("  " + ljust(ram_label, width) + "".join(rjust(x, c) for x, c in zip(cells, cols)))
     limiting = say(o.verdict.limiting) if o.verdict.limiting == "system RAM" else o.verdict.limiting
     lines += wrap(_("usable = %(share)s of physical memory") % {"share": percent(hw.usable_fraction)}
-                  + (", " + _("at most --gpu-memory-utilization %(util)s for vLLM") % {
+                  + (_(", ") + _("at most --gpu-memory-utilization %(util)s for vLLM") % {
                       "util": spec(o.settings.gpu_memory_utilization, "g")} if o.settings.engine == "vllm" else "")
-                  + "; " + _("the verdict's margin is on %(where)s; the estimate's error band there is %(band)s") % {
+                  + _("; ") + _("the verdict's margin is on %(where)s; the estimate's error band there is %(band)s") % {
                       "where": limiting, "band": spec(o.verdict.uncertainty_bytes / GIB, ".2f", "GiB")}
                   + (": " + say(o.verdict.band_note) if o.verdict.band_note else ""))
     return lines

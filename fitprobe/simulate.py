@@ -9,14 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from fitprobe.i18n import _, spec
+from fitprobe.i18n import N_, _, language, spec
 
 # Words stand in for tokens (a token is about 0.75 English words; one word per token keeps it simple).
-SAMPLE = ("The quick answer is yes: the model fits in memory, and this is how fast it talks. Each word here "
-          "stands for one token. The pause before the first word is the prompt being read, the time to first "
-          "token. After it the words arrive at the decode speed, one step of the model per token, each step "
-          "reading every active weight from memory once. Faster memory means faster words; a longer prompt "
-          "means a longer pause.").split()
+SAMPLE = N_("The quick answer is yes: the model fits in memory, and this is how fast it talks. Each word here "
+            "stands for one token. The pause before the first word is the prompt being read, the time to first "
+            "token. After it the words arrive at the decode speed, one step of the model per token, each step "
+            "reading every active weight from memory once. Faster memory means faster words; a longer prompt "
+            "means a longer pause.")
+WITHOUT_SPACES = ("zh",)  # written without spaces: one character stands for a token
 SPINNER = "|/-\\"
 DEFAULT_TOKENS, DEFAULT_MAX_SECONDS = 120, 30.0  # `fitprobe simulate`'s run; the HTML report plays the same
 
@@ -52,6 +53,14 @@ class Playback:
         return self.ttft_s / self.speedup
 
 
+def sample_tokens() -> tuple[list[str], str]:
+    """The sample text in the active language as the tokens the simulator shows, and what goes between two."""
+    text = _(SAMPLE)
+    if language() in WITHOUT_SPACES:
+        return [c for c in text if not c.isspace()], ""
+    return text.split(), " "
+
+
 def summary(label: str, pb: Playback, prompt_tokens: int) -> str:
     """The one line non-TTY and NO_COLOR users get."""
     first = (_("first token after %(seconds)s s (%(prompt)s-token prompt)") % {
@@ -66,6 +75,7 @@ def play(pb: Playback, *, write: Callable[[str], None], sleep: Callable[[float],
          clock: Callable[[], float], color: bool = True, tick: float = 0.1) -> None:
     """Animate on a terminal: a spinner with the elapsed wait, then the words as they are decoded."""
     dim, bold, reset = ("\x1b[2m", "\x1b[1m", "\x1b[0m") if color else ("", "", "")
+    tokens, between = sample_tokens()
     start = clock()
     frame = 0
     while (elapsed := clock() - start) < pb.first_token_at:
@@ -80,9 +90,9 @@ def play(pb: Playback, *, write: Callable[[str], None], sleep: Callable[[float],
         wait = pb.token_time(i) - (clock() - start)
         if wait > 0:
             sleep(wait)
-        write(("" if i == 0 else " ") + SAMPLE[i % len(SAMPLE)])
+        write(("" if i == 0 else between) + tokens[i % len(tokens)])
     rate = spec(pb.tokens_per_s, ",.1f", "tok/s")
-    faster = ", " + _("shown %(times)s× faster") % {"times": spec(pb.speedup, ",.1f")} if pb.speedup > 1 else ""
+    faster = _(", ") + _("shown %(times)s× faster") % {"times": spec(pb.speedup, ",.1f")} if pb.speedup > 1 else ""
     write(f"\n{bold}" + _("%(tokens)s tokens in %(seconds)s s at %(rate)s") % {
         "tokens": spec(pb.tokens, ","), "seconds": spec(pb.real_seconds, ",.2f"), "rate": rate}
           + f"{faster}{reset}\n")

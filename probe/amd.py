@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from fitprobe.estimator.message import msg
+from fitprobe.estimator.message import Num, join, msg
 
 from .run import RunResult, find_program, run_command
 from .types import GiB, MiB, BackendStatus, GpuReading
@@ -42,7 +42,8 @@ def apply_apu_pools(r: GpuReading, host_ram_total: int | None) -> None:
         r.memory_total_bytes = vram + gtt
         r.memory_free_bytes = None  # per-pool 'used' does not say what other programs hold in RAM
         r.notes.append(
-            f"APU: {vram / GiB:.2f} GiB carve-out + {gtt / GiB:.2f} GiB GTT (system RAM), counted once"
+            msg("APU: %(vram)s carve-out + %(gtt)s GTT (system RAM), counted once", vram=Num(vram / GiB, ".2f", "GiB"),
+                gtt=Num(gtt / GiB, ".2f", "GiB"))
         )
 
 
@@ -267,9 +268,9 @@ def probe(
         readings = read_amdsmi(am)
         if readings:
             return readings, BackendStatus(name="amd", present=True, devices=len(readings), reason=msg("via amdsmi"))
-        reasons.append("amdsmi: no devices")
+        reasons.append(msg("amdsmi: no devices"))
     except Exception as exc:  # noqa: BLE001
-        reasons.append(f"amdsmi unavailable ({type(exc).__name__})")
+        reasons.append(msg("amdsmi unavailable (%(error)s)", error=type(exc).__name__))
     exe = which("rocm-smi")
     if exe:
         res = run([exe, "--showproductname", "--showmeminfo", "vram", "--json"])
@@ -280,13 +281,13 @@ def probe(
         if readings:
             enrich_from_sysfs(readings, sys_root)
             return readings, BackendStatus(name="amd", present=True, devices=len(readings), reason=msg("via rocm-smi"))
-        reasons.append(f"rocm-smi: {res.reason or 'no JSON devices'}")
+        reasons.append(msg("rocm-smi: %(reason)s", reason=res.reason or msg("no JSON devices")))
         if res.broken and not read_sysfs(sys_root):
-            return [], BackendStatus(name="amd", present=False, reason="; ".join(reasons), failed=True)
+            return [], BackendStatus(name="amd", present=False, reason=join(reasons), failed=True)
     else:
-        reasons.append("rocm-smi not found")
+        reasons.append(msg("rocm-smi not found"))
     readings = read_sysfs(sys_root)
     if readings:
         return readings, BackendStatus(name="amd", present=True, devices=len(readings), reason=msg("via sysfs"))
-    reasons.append("no amdgpu device in sysfs")
-    return [], BackendStatus(name="amd", present=False, reason="; ".join(reasons))
+    reasons.append(msg("no amdgpu device in sysfs"))
+    return [], BackendStatus(name="amd", present=False, reason=join(reasons))

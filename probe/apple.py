@@ -103,7 +103,7 @@ def build_reading(
         r.notes.append(msg("usable = Metal recommendedMaxWorkingSetSize"))
     elif wired.isdigit() and int(wired) > 0:
         r.usable_cap_bytes = min(int(wired) * MiB, ram)  # values above RAM are accepted by the sysctl
-        r.notes.append(f"usable = iogpu.wired_limit_mb ({wired} MiB)")
+        r.notes.append(msg("usable = iogpu.wired_limit_mb (%(mib)s MiB)", mib=str(wired)))
     else:
         r.usable_cap_bytes = default_working_set(ram)
         r.notes.append(msg("usable = derived Metal default (2/3 of RAM <= 36 GiB, else 3/4); may be low on new macOS"))
@@ -132,7 +132,7 @@ def probe(
     res = run([exe, *SYSCTL_KEYS])  # unknown keys (iogpu on old macOS) fail alone, others still print
     values = parse_sysctl(res.stdout)
     if "hw.memsize" not in values:
-        return [], BackendStatus(name="apple", present=False, reason=res.reason or "hw.memsize not readable",
+        return [], BackendStatus(name="apple", present=False, reason=res.reason or msg("hw.memsize not readable"),
                                  failed=res.broken)
     name = cores = None
     sp = which("system_profiler", ("/usr/sbin/system_profiler",))

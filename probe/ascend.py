@@ -51,9 +51,10 @@ def parse_npu_smi_info(text: str) -> list[GpuReading]:
             driver=version.group(1) if version else None,
             source="npu-smi",
         )
-        r.notes.append(f"NPU {head.group(1)} chip {chip}")
+        r.notes.append(msg("NPU %(npu)s chip %(chip)s", npu=head.group(1), chip=str(chip)))
         if ddr_total:
-            r.notes.append(f"also {ddr_total} MB DDR on the card ({ddr_used} MB used), not counted")
+            r.notes.append(msg("also %(total)s MB DDR on the card (%(used)s MB used), not counted", total=str(ddr_total),
+                               used=str(ddr_used)))
         if name.lower() in {"xxx", ""}:
             r.notes.append(msg("chip name masked in npu-smi output"))
         out.append(r)
@@ -71,5 +72,5 @@ def probe(
     if readings:
         return readings, BackendStatus(name="ascend", present=True, devices=len(readings))
     # npu-smi ships with the Ascend driver: when it is installed but does not answer, the NPUs are unreadable
-    return [], BackendStatus(name="ascend", present=False, reason=res.reason or "npu-smi listed no NPUs",
+    return [], BackendStatus(name="ascend", present=False, reason=res.reason or msg("npu-smi listed no NPUs"),
                              failed=not res.ok and not res.missing)

@@ -166,7 +166,8 @@ def read_cpu() -> CpuReading:
     if hasattr(os, "sched_getaffinity"):
         usable = len(os.sched_getaffinity(0))
         if reading.logical_cores and usable < reading.logical_cores:
-            reading.notes.append(f"process may use {usable} of {reading.logical_cores} logical CPUs (affinity)")
+            reading.notes.append(msg("process may use %(usable)s of %(cores)s logical CPUs (affinity)", usable=str(usable),
+                                      cores=str(reading.logical_cores)))
     return reading
 
 

@@ -102,5 +102,5 @@ def probe(
     readings = parse_xpu_dump(res.stdout) if res.ok else []
     if readings:
         return readings, BackendStatus(name="intel", present=True, devices=len(readings), reason=msg("via xpu-smi"))
-    return [], BackendStatus(name="intel", present=False, reason=res.reason or "xpu-smi listed no devices",
+    return [], BackendStatus(name="intel", present=False, reason=res.reason or msg("xpu-smi listed no devices"),
                              failed=res.broken)

@@ -42,7 +42,7 @@ def parse_mask(value: str | None) -> list[str] | None:
 def _hide(g: GpuReading, var: str) -> None:
     if g.visible:
         g.visible = False
-        g.hidden_reason = f"hidden by {var}"
+        g.hidden_reason = msg("hidden by %(var)s", var=var)
 
 
 def _select(gpus: list[GpuReading], tokens: list[str], var: str) -> list[GpuReading]:
@@ -111,7 +111,8 @@ def apply_masks(gpus: list[GpuReading], env: Mapping[str, str]) -> list[str]:
         if hip is not None:
             _select(left, [t for t in hip if t.isdigit()], "HIP_VISIBLE_DEVICES")
     if env.get("NVIDIA_VISIBLE_DEVICES") is not None and not nvidia:
-        notes.append(f"NVIDIA_VISIBLE_DEVICES={env['NVIDIA_VISIBLE_DEVICES']} but no NVIDIA GPU is visible")
+        notes.append(msg("NVIDIA_VISIBLE_DEVICES=%(value)s but no NVIDIA GPU is visible",
+                         value=env["NVIDIA_VISIBLE_DEVICES"]))
     return notes
 
 

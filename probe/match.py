@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fitprobe.estimator.message import msg
+from fitprobe.estimator.message import Num, msg
 
 from .types import GiB, GpuReading
 
@@ -125,17 +125,15 @@ def match_reading(reading: GpuReading, catalog: list[dict[str, Any]]) -> dict[st
     if best is None:
         reading.catalog_key = reading.catalog_name = None
         if reading.derived_bandwidth_gbs:
-            reading.match_note = (
-                f"not in the GPU catalog: bandwidth {reading.derived_bandwidth_gbs:g} GB/s derived from "
-                "memory clock x bus width; no TFLOPS figure"
-            )
+            reading.match_note = msg("not in the GPU catalog: bandwidth %(gbs)s GB/s derived from memory clock x bus "
+                                     "width; no TFLOPS figure", gbs=Num(reading.derived_bandwidth_gbs, "g"))
         else:
             reading.match_note = msg("not in the GPU catalog: bandwidth and TFLOPS unknown")
         return None
     entry = best[1]
     reading.catalog_key = str(entry.get("key") or entry["name"])
     reading.catalog_name = str(entry["name"])
-    reading.match_note = f"MIG slice {probe.mig_profile} of this GPU" if probe.mig_profile else None
+    reading.match_note = msg("MIG slice %(profile)s of this GPU", profile=probe.mig_profile) if probe.mig_profile else None
     return entry
 
 

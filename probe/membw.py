@@ -13,6 +13,8 @@ import os
 import threading
 import time
 
+from fitprobe.estimator.message import msg
+
 MIB = 1 << 20
 MAX_THREADS = 32  # enough to saturate a 12-channel server socket; keeps the buffers under 1 GiB
 
@@ -54,6 +56,6 @@ def measure_copy_bandwidth(*, threads: int | None = None, mib_per_thread: int | 
             done += 1
         if r and clock() - start_all > budget_s:
             break
-    method = (f"memmove copy, {n} threads x {mib_per_thread} MiB, read+write bytes / time, best of {done} "
-              "rounds (STREAM-copy-like lower bound)")
+    method = msg("memmove copy, %(threads)s threads x %(mib)s MiB, read+write bytes / time, best of %(rounds)s rounds "
+                 "(STREAM-copy-like lower bound)", threads=str(n), mib=str(mib_per_thread), rounds=str(done))
     return best, method

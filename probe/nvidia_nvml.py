@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fitprobe.estimator.message import msg
+from fitprobe.estimator.message import join, msg
 
 from .types import BackendStatus, GpuReading, MigInstance, derive_bandwidth_gbs
 
@@ -223,12 +223,12 @@ def probe(nv=None) -> tuple[list[GpuReading], BackendStatus]:
     readings, skipped = [], []
     for raw in raws:
         if "error" in raw:
-            skipped.append(f"GPU {raw['index']}: {raw['error']}")
+            skipped.append(msg("GPU %(index)s: %(error)s", index=str(raw["index"]), error=raw["error"]))
             continue
         readings.append(to_reading(raw))
     if not readings:
-        reason = "; ".join(skipped) or "NVML found no GPUs"
+        reason = join(skipped) if skipped else msg("NVML found no GPUs")
         return [], BackendStatus(name="nvml", present=False, reason=reason, failed=bool(skipped))
     return readings, BackendStatus(
-        name="nvml", present=True, devices=len(readings), reason="; ".join(skipped) or None
+        name="nvml", present=True, devices=len(readings), reason=join(skipped) if skipped else None
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from fitprobe.estimator.message import msg
+from fitprobe.estimator.message import Num, msg
 
 from .run import RunResult, find_program, run_command
 from .types import MAX_DEVICES_PER_BACKEND, MiB, BackendStatus, GpuReading, MigInstance
@@ -210,7 +210,7 @@ def probe(
     rows = parse_query_csv(res.stdout)
     if len(rows) > MAX_DEVICES_PER_BACKEND:
         return [], BackendStatus(name="nvidia-smi", present=False, failed=True,
-                                 reason=f"nvidia-smi listed {len(rows):,} GPUs: not a believable answer")
+                                 reason=msg("nvidia-smi listed %(n)s GPUs: not a believable answer", n=Num(len(rows), ",")))
     readings = [row_to_reading(row, i) for i, row in enumerate(rows)]
     if not readings:
         return [], BackendStatus(name="nvidia-smi", present=False, reason=msg("nvidia-smi listed no GPUs"), failed=True)

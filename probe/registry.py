@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 from fitprobe.deadline import Deadline, DeadlinePassed, Job
 from fitprobe.estimator.fields import replace
-from fitprobe.estimator.message import msg
+from fitprobe.estimator.message import Num, msg
 
 from . import amd, apple, ascend, intel, nvidia_nvml, nvidia_smi
 from .cpu import cgroup_memory_limit, read_cpu, read_ram
@@ -43,10 +43,11 @@ def _guard(name: str, fn: Callable[[], tuple[list[GpuReading], BackendStatus]]):
     try:
         found, status = fn()
     except Exception as exc:  # noqa: BLE001 - odd output or a bug in one backend must not stop the rest
-        return [], BackendStatus(name=name, present=False, failed=True, reason=f"probe error: {type(exc).__name__}: {exc}")
+        error = f"{type(exc).__name__}: {exc}"
+        return [], BackendStatus(name=name, present=False, failed=True, reason=msg("probe error: %(error)s", error=error))
     if len(found) > MAX_DEVICES_PER_BACKEND:
         return [], BackendStatus(name=name, present=False, failed=True,
-                                 reason=f"{len(found):,} devices listed: not a believable answer")
+                                 reason=msg("%(n)s devices listed: not a believable answer", n=Num(len(found), ",")))
     return found, status
 
 
@@ -88,7 +89,7 @@ def probe_machine(
     try:
         report.ram_total_bytes, report.ram_available_bytes, report.ram_source = read_ram()
     except Exception as exc:  # noqa: BLE001
-        report.notes.append(f"RAM not readable: {exc}")
+        report.notes.append(msg("RAM not readable: %(exc)s", exc=exc))
     ram_available = report.ram_available_bytes
     vendors: dict[str, Job] = {"nvidia": Job(lambda: _nvidia(nvml_module, bounded_run, which), "probe-nvidia")}
     if system == "Linux":
@@ -102,7 +103,7 @@ def probe_machine(
     try:
         report.cpu = read_cpu()
     except Exception as exc:  # noqa: BLE001
-        report.notes.append(f"CPU not readable: {exc}")
+        report.notes.append(msg("CPU not readable: %(exc)s", exc=exc))
     if system == "Linux":
         try:
             self_cg = (proc_root / "self" / "cgroup").read_text()
@@ -117,7 +118,7 @@ def probe_machine(
             found, status_list = job.result(deadline.remaining() + 0.5)  # a killed tool needs a moment to reap
         except DeadlinePassed:
             found, status_list = [], [BackendStatus(name=vendor, present=False, failed=True,
-                                                    reason=f"did not answer within the {deadline_s:g} s probe deadline")]
+                                                    reason=msg("did not answer within the %(seconds)s s probe deadline", seconds=Num(deadline_s, "g")))]
         if vendor == "nvidia":
             for r in found:
                 nvidia_nvml.fill_unified_from_host(r, report.ram_total_bytes, report.ram_available_bytes)
@@ -127,14 +128,14 @@ def probe_machine(
         gpus += found
         statuses += status_list
     if system not in ("Linux", "Darwin"):
-        statuses.append(BackendStatus(name="amd/intel/ascend", present=False, reason=f"not probed on {system}"))
+        statuses.append(BackendStatus(name="amd/intel/ascend", present=False, reason=msg("not probed on %(system)s", system=system)))
 
     report.visible_masks = active_masks(env)
     report.notes += apply_masks(gpus, env)
     try:
         match_all(gpus, catalog)
     except Exception as exc:  # noqa: BLE001
-        report.notes.append(f"catalog match failed: {exc}")
+        report.notes.append(msg("catalog match failed: %(exc)s", exc=exc))
     if report.platform.wsl and not gpus:
         report.notes.append(msg("WSL2: NVIDIA libraries live in /usr/lib/wsl/lib; check the Windows driver"))
     report.gpus = gpus

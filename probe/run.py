@@ -8,6 +8,8 @@ import subprocess
 import threading
 from dataclasses import dataclass
 
+from fitprobe.estimator.message import Num, msg
+
 DEFAULT_TIMEOUT_S = 8.0
 MAX_OUTPUT_BYTES = 1 << 20  # nvidia-smi -q on an 8-GPU MIG node prints ~100 KB; more is not a tool's answer
 
@@ -91,24 +93,25 @@ def run_command(args: list[str], timeout: float = DEFAULT_TIMEOUT_S, max_output:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     except FileNotFoundError:
-        return RunResult(False, reason=f"{args[0]} not found", missing=True)
+        return RunResult(False, reason=msg("%(tool)s not found", tool=args[0]), missing=True)
     except PermissionError as exc:
-        return RunResult(False, reason=f"{args[0]}: permission denied ({exc.strerror or exc})")
+        return RunResult(False, reason=msg("%(tool)s: permission denied (%(why)s)", tool=args[0], why=exc.strerror or str(exc)))
     except OSError as exc:
-        return RunResult(False, reason=f"{args[0]}: {exc}")
+        return RunResult(False, reason=msg("%(tool)s: %(exc)s", tool=args[0], exc=exc))
     out, err = _Capped(proc.stdout, max_output), _Capped(proc.stderr, max_output)
     try:
         proc.wait(timeout)
     except subprocess.TimeoutExpired:
         _kill(proc)
-        return RunResult(False, out.text(), err.text(), None, f"{args[0]} timed out after {timeout:g}s")
+        return RunResult(False, out.text(), err.text(), None, msg("%(tool)s timed out after %(seconds)ss", tool=args[0], seconds=Num(timeout, "g")))
     stdout, stderr = out.text(), err.text()
     if out.total > max_output:
         return RunResult(False, "", stderr, proc.returncode,
-                         f"{args[0]} printed {out.total / (1 << 20):.1f} MiB: more than any real answer", flooded=True)
+                         msg("%(tool)s printed %(size)s: more than any real answer", tool=args[0],
+                             size=Num(out.total / (1 << 20), ".1f", "MiB")), flooded=True)
     if proc.returncode < 0:
-        return RunResult(False, stdout, stderr, proc.returncode, f"{args[0]} crashed (signal {-proc.returncode})")
+        return RunResult(False, stdout, stderr, proc.returncode, msg("%(tool)s crashed (signal %(signal)s)", tool=args[0], signal=str(-proc.returncode)))
     if proc.returncode != 0:
-        detail = _first_line(stdout) or _first_line(stderr) or "no output"
-        return RunResult(False, stdout, stderr, proc.returncode, f"{args[0]} exited {proc.returncode}: {detail}")
+        detail = _first_line(stdout) or _first_line(stderr) or msg("no output")
+        return RunResult(False, stdout, stderr, proc.returncode, msg("%(tool)s exited %(code)s: %(detail)s", tool=args[0], code=str(proc.returncode), detail=detail))
     return RunResult(True, stdout, stderr, 0)

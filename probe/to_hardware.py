@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fitprobe.estimator.hardware import Device, Hardware
+from fitprobe.estimator.message import msg
 
 from .match import load_catalog
 from .types import GpuReading, ProbeReport
@@ -29,7 +30,7 @@ def _device(g: GpuReading, entry: dict[str, Any] | None, report: ProbeReport) ->
     if g.mig_mode and g.mig_instances:
         inst = g.mig_instances[0]
         if not inst.memory_total_bytes:
-            _note(report, f"{g.name}: MIG enabled but slice memory unknown; left out")
+            _note(report, msg("%(gpu)s: MIG enabled but slice memory unknown; left out", gpu=g.name))
             return None
         share = inst.memory_total_bytes / total if total else None
         # A MIG instance owns its memory slices and their memory controllers (NVIDIA MIG user
@@ -39,9 +40,10 @@ def _device(g: GpuReading, entry: dict[str, Any] | None, report: ProbeReport) ->
         name = f"{g.name} MIG {inst.profile}" if inst.profile else f"{g.name} MIG {inst.index}"
         total, free = inst.memory_total_bytes, inst.memory_free_bytes
         if len(g.mig_instances) > 1:
-            _note(report, f"{g.name}: {len(g.mig_instances)} MIG slices; a process uses one, sized on {name}")
+            _note(report, msg("%(gpu)s: %(n)s MIG slices; a process uses one, sized on %(slice)s", gpu=g.name,
+                               n=str(len(g.mig_instances)), slice=name))
     if not total:
-        _note(report, f"{g.name}: memory size unknown; left out")
+        _note(report, msg("%(gpu)s: memory size unknown; left out", gpu=g.name))
         return None
     # what CUDA (and vLLM's torch.cuda.mem_get_info) reports as total: NVML's total less the driver's reserve
     reserved = g.memory_reserved_bytes if not g.mig_mode else None
@@ -78,7 +80,8 @@ def probe_hardware(report: ProbeReport, catalog: list[dict[str, Any]] | None = N
         if not g.visible:
             continue
         if g.integrated and not g.unified_memory:
-            _note(report, f"{g.name}: integrated GPU with a small carve-out; its memory is system RAM, left out")
+            _note(report, msg("%(gpu)s: integrated GPU with a small carve-out; its memory is system RAM, left out",
+                               gpu=g.name))
             continue
         dev = _device(g, by_key.get(g.catalog_key or ""), report)
         if dev is not None:

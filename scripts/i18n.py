@@ -25,7 +25,10 @@ PLACEHOLDER = re.compile(r"%\((\w+)\)[-#0 +]*\d*(?:\.\d+)?[sdifgeEFGxXor%]|%%")
 BRACE = re.compile(r"\{(\w+)(?:![rsa])?(?::[^{}]*)?\}")  # click's msgids: str.format fields
 CLICK_KEYWORDS = {"_": None, "ngettext": (1, 2)}  # click: `from gettext import gettext as _, ngettext`
 CLICK_COMMENT = "click's own text"
-CLICK_DYNAMIC = ("required",)  # passed to gettext through a variable (core.py: `_(extra["required"])`)
+CLICK_DYNAMIC = ("required",)
+# Catalog data a person reads, translated where it is shown (the catalogs stay data; the JSON keeps the English):
+# (file under catalogs/data, list key, fields)
+DATA_LABELS = (("quant_formats.json", "formats", ("label",)), ("gpus.json", "devices", ("price_basis", "used_price_basis")))  # passed to gettext through a variable (core.py: `_(extra["required"])`)
 # click fills {number_type} with its English type name ("integer range"): a translation may leave it out
 ENGLISH_ONLY_FIELDS = {"number_type"}
 
@@ -58,12 +61,25 @@ def click_messages() -> dict:
     return found | dict.fromkeys(CLICK_DYNAMIC)
 
 
+def data_messages() -> dict:
+    """The labels of DATA_LABELS (msgid -> None), from the catalogs' JSON files."""
+    import json
+
+    found: dict = {}
+    for name, key, fields in DATA_LABELS:
+        entries = json.loads((ROOT / "catalogs" / "data" / name).read_text())[key]
+        found.update(dict.fromkeys(e[f] for e in entries for f in fields if e.get(f)))
+    return found
+
+
 def add_click_messages() -> None:
-    """Merge click's msgids into the freshly extracted .pot (marked with CLICK_COMMENT)."""
+    """Merge click's msgids and the catalogs' labels into the freshly extracted .pot (with a comment)."""
     from babel.messages.pofile import read_po, write_po
 
     with POT.open("rb") as fh:
         pot = read_po(fh)
+    for msgid in data_messages():
+        pot.add(msgid, auto_comments=["catalog data (catalogs/data): translated where it is shown"])
     for msgid, msgid_plural in click_messages().items():
         flags = ["python-brace-format"] if BRACE.search(msgid) else []
         if PLACEHOLDER.search(msgid):
@@ -113,6 +129,7 @@ def problems() -> list[str]:
         else:
             found[message] = None
     found.update(click_messages())
+    found.update(data_messages())
     optional = {"{%s}" % f for f in ENGLISH_ONLY_FIELDS}
     out = []
     for lang in LANGS:

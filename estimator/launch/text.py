@@ -21,9 +21,9 @@ def render_launch(o, *, commands: bool = True) -> str:
         lines += ["", _("Launch commands (each flag chosen so the plan fits; reasons below)")]
         for engine, p in o.launch.items():
             where = _("%(size)s on GPU") % {"size": _gib(p.total_bytes)} + (
-                ", " + _("%(size)s in RAM") % {"size": _gib(p.host_bytes)} if p.host_bytes else "")
+                _(", ") + _("%(size)s in RAM") % {"size": _gib(p.host_bytes)} if p.host_bytes else "")
             lines += ["", f"  [{engine}] {status(p.status)} — " + _("%(tokens)s tokens") % {"tokens": spec(p.context, ",")}
-                      + f", {p.quant}, {p.kv_cache_dtype} KV, {where}"]
+                      + _(", ") + _(", ").join([p.quant, f"{p.kv_cache_dtype} KV", where])]
             lines += [f"    $ {c}" for c in p.command.splitlines() if c]
             for f in p.flags:
                 lines.append(f"      {f.flag}{' ' + f.value if f.value is not None else ''}: {say(f.reason)}")
@@ -31,7 +31,7 @@ def render_launch(o, *, commands: bool = True) -> str:
     if o.fixes:
         lines += ["", _("What would make it fit as asked (best first)")]
         for f in o.fixes:
-            lines += _wrapped(f"{f.rank}. {say(f.change)} — {status(f.status)}; {say(f.cost)}")
+            lines += _wrapped(f"{f.rank}. {say(f.change)} — {status(f.status)}" + _("; ") + say(f.cost))
     if o.gate is not None:
         verdict = _("PASS") if o.gate.passed else _("FAIL")
         lines += ["", _("Gate: %(verdict)s (%(subject)s)") % {"verdict": verdict, "subject": o.gate.subject}]

@@ -22,7 +22,7 @@
   var sim = document.getElementById('sim');
   if (!sim) return;
   var d = sim.dataset, ttft = parseFloat(d.ttft), tps = parseFloat(d.tps), n = parseInt(d.tokens, 10);
-  var speedup = parseFloat(d.speedup), words = d.words.split(' '), lang = document.documentElement.lang;
+  var speedup = parseFloat(d.speedup), words = d.words.split(' '), between = d.between, lang = document.documentElement.lang;
   var out = document.getElementById('sim-out'), bar = document.getElementById('sim-bar'), timer = null;
   var two = new Intl.NumberFormat(lang, {minimumFractionDigits: 2, maximumFractionDigits: 2});
   var one = new Intl.NumberFormat(lang, {minimumFractionDigits: 1, maximumFractionDigits: 1});
@@ -39,7 +39,7 @@
       if (el < ttft) { wait.textContent = say(d.reading, {s: two.format(el)}); return; }
       wait.textContent = say(d.first, {s: two.format(ttft)}) + '\n';
       var due = Math.min(n, Math.floor((el - ttft) * tps + 1e-9));
-      while (shown < due) { text.data += (shown ? ' ' : '') + words[shown % words.length]; shown++; }
+      while (shown < due) { text.data += (shown ? between : '') + words[shown % words.length]; shown++; }
       if (shown >= n) {
         clearInterval(timer); timer = null;
         text.data += '\n' + say(d.done, {n: n, s: two.format(total), tps: one.format(tps)})

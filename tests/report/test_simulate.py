@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from hypothesis import given, strategies as st
 
 from fitprobe.cli import main
-from fitprobe.simulate import SAMPLE, Playback, play, summary
+from fitprobe.simulate import Playback, play, sample_tokens, summary
 
 
 class FakeClock:
@@ -40,7 +40,7 @@ def test_tokens_appear_at_ttft_plus_steps():
 
     play(pb, write=write, sleep=clock.sleep, clock=clock, color=False)
     text = "".join(out)
-    assert "first token after 0.50 s" in text and " ".join(SAMPLE[:10]) in text
+    assert "first token after 0.50 s" in text and " ".join(sample_tokens()[0][:10]) in text
     assert times == pytest.approx([pb.token_time(i) for i in range(10)])
     assert clock.now == pytest.approx(pb.real_seconds)
     assert "\x1b[" not in text.replace("\x1b[K", "")  # no colour codes without color
