@@ -87,7 +87,8 @@ def rent_vs_buy(opts: CostOptions, *, catalog_price: float | None, price_basis: 
                 devices: int, best: OfferCost | None, local_tps: float | None) -> RentVsBuy:
     price = opts.hardware_price_usd if opts.hardware_price_usd is not None else (
         catalog_price * devices if catalog_price else None)
-    basis = "given" if opts.hardware_price_usd is not None else (price_basis or "catalog") if price else "unknown"
+    basis = (msg("given") if opts.hardware_price_usd is not None else (price_basis or msg("catalog")) if price
+             else msg("unknown"))
     elec = electricity_monthly(tdp_w, devices, opts.hours_per_day, opts.electricity_usd_per_kwh) if tdp_w else None
     rent = best.price_per_hour_usd * opts.hours_per_day * DAYS_PER_MONTH if best else None
     months = months_to_amortize(price, rent, elec or 0.0) if price and rent else None

@@ -129,7 +129,7 @@ class Recommender:
     def _pick(self, role: str, s, count: int = 1) -> Pick:
         c, engine, mem, verdict, tps = s
         price = c.used_price_usd or c.price_usd
-        basis = "used price" if c.used_price_usd else c.price_basis
+        basis = msg("used price") if c.used_price_usd else c.price_basis
         per_gib = price * count / (verdict.usable_bytes / GIB) if price else None
         name = c.device.name if count == 1 else f"{count}x {c.device.name}"
         return Pick(role=role, hardware=name, gpu_key=c.key, count=count, engine=engine, status=verdict.status,

@@ -223,15 +223,15 @@ def render_text(o) -> str:
             if p.decode_tps:
                 extra.append(f"~{_num(p.decode_tps)} tok/s")
             if p.price_usd:
-                extra.append(f"${_num(p.price_usd, ',.0f')} ({say(p.price_basis)})")
+                extra.append(_("$%(price)s (%(basis)s)") % {"price": _num(p.price_usd, ",.0f"), "basis": say(p.price_basis)})
             if p.usd_per_usable_gib:
                 extra.append(_("$%(price)s/usable GiB") % {"price": _num(p.usd_per_usable_gib, ",.1f")})
             if p.usd_per_million_tokens:
                 extra.append(_("$%(price)s/1M tok") % {"price": _num(p.usd_per_million_tokens, ",.2f")})
             if p.note:
                 extra.append(say(p.note))
-            lines.append("  " + ljust(say(p.role) + ":", 26) + f"{p.hardware} [{p.engine}, {status(p.status)}] "
-                         + ", ".join(extra))
+            lines.append("  " + ljust(_("%(role)s:") % {"role": say(p.role)}, 26)
+                         + f"{p.hardware} [{p.engine}{_(', ')}{status(p.status)}] " + _(", ").join(extra))
     d = o.diagnosis
     if d:
         lines += ["", _("Diagnosis"), f"  {say(d.verdict)}"] + [f"  - {say(t)}" for t in d.tips] + [f"  {say(d.kv)}"]

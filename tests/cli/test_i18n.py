@@ -216,6 +216,8 @@ JSON_RUNS = [
     ["plan", "x", "--gpu", "RTX 4090", "--nope", "--json"],
     ["plan", "x", "--gpu", "RTX 4090", "--min-margin", "5x", "--json"],
     ["plan", "--json"],
+    ["list", "quants", "--json"],  # catalog labels: translated on screen, the catalog's English in the JSON
+    ["report", "--gpu", "RTX 4090", "--json"],
 ]
 
 
@@ -339,3 +341,55 @@ def test_a_new_click_msgid_shows_up_as_untranslated(monkeypatch):
     real = script.click_messages
     monkeypatch.setattr(script, "click_messages", lambda: {**real(), "Aborted by a newer click!": None})
     assert script.problems() == [f"{lang}: missing 'Aborted by a newer click!'" for lang in LANGS]
+
+
+CJK_NEXT_TO_ASCII_SEPARATOR = r"[\u4e00-\u9fff\uff09][,;] |[,;] [\u4e00-\u9fff]"
+
+
+def test_chinese_pages_use_chinese_separators_and_words():
+    """The attention summary, the recommended hardware and the speed line: Chinese words and ，；（） in zh."""
+    import re
+
+    code, plan = run("plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--full", "--lang", "zh")
+    assert code == 0 and "GQA：32 层全注意力" in plan and "（瓶颈：GPU 带宽）" in plan
+    code, report = run("report", "llama-3.1-70b-instruct", "--gpu", "RTX 4090", "--gpus", "2", "--ram-gib", "64",
+                       "--lang", "zh")
+    assert code == 0 and "（二手价）" in report and "[llama.cpp，可运行]" in report
+    for text in (plan, report):
+        assert not re.findall(CJK_NEXT_TO_ASCII_SEPARATOR, text)
+
+
+@pytest.mark.parametrize("lang,attention", [("en", "GQA: 10 full, 52 sliding-window (1024)"),
+                                            ("es", "GQA: 10 completas, 52 de ventana deslizante (1024)"),
+                                            ("de", "GQA: 10 mit voller Attention, 52 mit gleitendem Fenster (1024)"),
+                                            ("zh", "GQA：10 层全注意力，52 层滑动窗口（1024）")])
+def test_attention_summary_in_each_language(lang, attention):
+    code, out = run("plan", "gemma-3-27b-it", "--gpu", "RTX 4090", "--lang", lang)
+    assert code == 0 and attention in " ".join(out.split())
+    data = json.loads(run("plan", "gemma-3-27b-it", "--gpu", "RTX 4090", "--json", "--lang", lang)[1])
+    assert data["model"]["attention"] == "GQA: 10 full, 52 sliding-window (1024)"
+
+
+@pytest.mark.parametrize("lang,label", [("en", "GGUF Q4_K_M (4-bit, recommended)"), ("es", "GGUF Q4_K_M (4 bits, recomendado)"),
+                                        ("de", "GGUF Q4_K_M (4 Bit, empfohlen)"), ("zh", "GGUF Q4_K_M（4 位，推荐）")])
+def test_catalog_labels_are_translated_where_shown(lang, label):
+    """Catalog data stays data: the label is looked up at display time, the JSON keeps the catalog's text."""
+    code, out = run("list", "quants", "--lang", lang)
+    assert code == 0 and label in out
+    rows = json.loads(run("list", "quants", "--json", "--lang", lang)[1])
+    assert {"name": "Q4_K_M", "kind": "gguf", "label": "GGUF Q4_K_M (4-bit, recommended)"} in rows
+
+
+def test_probe_reasons_and_simulate_words_follow_the_language():
+    from fitprobe.probe.run import run_command
+    from fitprobe.simulate import sample_tokens
+
+    reason = run_command(["/nonexistent/fitprobe-tool"]).reason
+    assert reason == "/nonexistent/fitprobe-tool not found"
+    i18n.set_language("de")
+    assert i18n.say(reason) == "/nonexistent/fitprobe-tool nicht gefunden"
+    assert sample_tokens()[0][:4] == ["Die", "kurze", "Antwort", "lautet"] and sample_tokens()[1] == " "
+    i18n.set_language("zh")
+    assert i18n.say(reason) == "未找到 /nonexistent/fitprobe-tool"
+    tokens, between = sample_tokens()
+    assert between == "" and tokens[:4] == ["简", "单", "地", "说"] and all(len(t) == 1 for t in tokens)
