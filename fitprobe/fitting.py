@@ -305,9 +305,9 @@ def _gib(n: int, sign: str = "") -> str:
 
 
 def _runs(r) -> str:
-    if not r.runs:
-        from fitprobe.i18n import _
+    from fitprobe.i18n import _
 
+    if not r.runs:
         return _("no")
     mark = "~" if r.status == "tight" else ""
-    return {"gpu": "GPU", "offload": "GPU+RAM", "cpu": "CPU"}.get(r.placement, r.placement) + mark
+    return {"gpu": "GPU", "offload": _("GPU+RAM"), "cpu": "CPU"}.get(r.placement, r.placement) + mark

@@ -2,7 +2,8 @@
 widths, every number on the page is the JSON's number, formatted for the page's language; nothing overflows
 sideways; the console stays clean; nothing is fetched; the simulator plays fitprobe/simulate.py's timing.
 
-Screenshots go to the test's tmp dir; set FITPROBE_SCREENSHOT_DIR to keep copies to look at.
+Screenshots are kept in build/screenshots/ (git ignores build/; FITPROBE_SCREENSHOT_DIR sets another folder) to
+look at: every case and width, and dark mode and the hardware page in each language.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ PAGES = [(case, "en") for case in CASES] + [(case, lang) for lang in LANGS[1:] f
 # (data-t), a sentence of the core (data-say), page furniture that is no datum (data-lit: device ordinals,
 # chart ticks, the simulator's live text), or a command.
 ALLOWED = "[data-k],[data-t],[data-say],[data-lit],code,pre,script,style,title"
+SHOTS = Path(os.environ.get("FITPROBE_SCREENSHOT_DIR") or Path(__file__).parents[2] / "build" / "screenshots")
 
 
 @pytest.fixture(scope="module")
@@ -160,10 +162,8 @@ def open_page(browser, html: Path, width: str, **context):
 
 
 def keep(shot: Path) -> None:
-    if os.environ.get("FITPROBE_SCREENSHOT_DIR"):
-        dest = Path(os.environ["FITPROBE_SCREENSHOT_DIR"])
-        dest.mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, dest / shot.name)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(shot, SHOTS / shot.name)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -255,11 +255,25 @@ def test_simulator_waits_then_types_at_the_decode_speed(browser, pages):
     ctx.close()
 
 
-def test_dark_mode_print_and_show_all(browser, pages, tmp_path):
-    html, _ = pages["70b-2x4090", "en"]
+# Every visible text on the dark page keeps a 4.5:1 contrast (WCAG AA) against the dark background
+READABLE_ON_DARK = r"""() => {
+  const lum = c => { const [r, g, b] = c.match(/[\d.]+/g).slice(0, 3).map(v => { v /= 255;
+    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; }); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const bg = lum(getComputedStyle(document.body).backgroundColor);
+  return [...document.querySelectorAll('h1,h2,p,td,th,summary,li,small,span')]
+    .filter(e => e.offsetParent && e.textContent.trim() && !e.closest('.badge'))
+    .filter(e => (lum(getComputedStyle(e).color) + 0.05) / (bg + 0.05) < 4.5).map(e => e.textContent.trim().slice(0, 40));
+}"""
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_dark_mode_print_and_show_all(browser, pages, tmp_path, lang):
+    html, _ = pages["70b-2x4090", lang]
     ctx, page, problems, _ = open_page(browser, html, "phone", color_scheme="dark")
     bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
-    shot = tmp_path / "70b-2x4090-phone-dark.png"
+    unreadable = page.evaluate(READABLE_ON_DARK)
+    assert page.evaluate("document.documentElement.lang") == lang
+    shot = tmp_path / f"70b-2x4090-phone-dark-{lang}.png"
     page.screenshot(path=str(shot), full_page=True)
     keep(shot)
     hidden = page.locator("#cloud ~ details").first
@@ -273,27 +287,41 @@ def test_dark_mode_print_and_show_all(browser, pages, tmp_path):
     pdf = page.pdf(format="A4")
     ctx.close()
     assert pdf.startswith(b"%PDF") and len(pdf) > 50_000
-    assert bg == "rgb(13, 17, 23)" and not problems
+    assert bg == "rgb(13, 17, 23)" and not unreadable and not problems, unreadable
 
 
+HARDWARE_TITLE = {"en": "What runs on RTX 4090", "es": "Qué se ejecuta en RTX 4090", "de": "Was auf RTX 4090 läuft",
+                  "zh": "RTX 4090 上能运行什么"}
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("width", WIDTHS)
-def test_hardware_page_numbers_and_width(browser, tmp_path, width):
+@pytest.mark.parametrize("lang", LANGS)
+def test_hardware_page_numbers_and_width(browser, tmp_path, lang, width, scheme):
     html = tmp_path / "hw.html"
-    res = CliRunner().invoke(main, ["report", "--gpu", "RTX 4090", "--ram-gib", "64", "--html", str(html), "--json"])
+    res = CliRunner().invoke(main, ["report", "--gpu", "RTX 4090", "--ram-gib", "64", "--html", str(html), "--json",
+                                    "--lang", lang])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
-    ctx, page, problems, requests = open_page(browser, html, width)
+    ctx, page, problems, requests = open_page(browser, html, width, color_scheme=scheme)
     seen = page.evaluate(COLLECT, ALLOWED)
-    shot = tmp_path / f"hardware-{width}-en.png"
+    title = page.locator("h1").inner_text()
+    bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    shot = tmp_path / f"hardware-{width}-{scheme}-{lang}.png"
     page.screenshot(path=str(shot), full_page=True)
     keep(shot)
     ctx.close()
     assert not problems and not requests
     assert seen["scrollWidth"] <= seen["innerWidth"]
     assert len(seen["nums"]) >= 7 * len(data["rows"])
+    assert title == HARDWARE_TITLE[lang] and (bg == "rgb(13, 17, 23)") == (scheme == "dark")
     for n in seen["nums"]:
         assert json.loads(n["v"]) == lookup(data, n["k"]), n
-        assert n["text"] == formatted(json.loads(n["v"]), n["f"], float(n["s"]), "en"), n
+        assert n["text"] == formatted(json.loads(n["v"]), n["f"], float(n["s"]), lang), n
+    for s in seen["strs"]:
+        assert s["text"] == str(lookup(data, s["k"])), s
+    for s in seen["says"]:
+        assert s["text"].strip() and (lang != "en" or s["text"] == lookup(data, s["k"])), s
     assert not seen["loose"], seen["loose"]
 
 
