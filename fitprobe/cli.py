@@ -187,6 +187,13 @@ class Group(LazyGroup):
     parse_only = False  # set while the arguments are parsed again for the English error text
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        previous = i18n.language()
+        try:
+            return self._main(args, prog_name, complete_var, standalone_mode, **extra)
+        finally:  # the language is the run's: a caller in the same process gets its own back
+            i18n.set_language(previous)
+
+    def _main(self, args, prog_name, complete_var, standalone_mode, **extra):
         argv = list(sys.argv[1:] if args is None else args)
         as_json = "--json" in argv
         try:

@@ -323,7 +323,7 @@ def test_click_usage_errors_in_each_language_exit_2(lang):
 
 
 def test_click_speaks_only_inside_the_command():
-    """The text domain and LANGUAGE fitprobe sets for click are restored when the command ends."""
+    """The language, and the text domain and LANGUAGE fitprobe sets for click, are restored when the command ends."""
     import gettext
     import os
 
@@ -331,7 +331,7 @@ def test_click_speaks_only_inside_the_command():
     run("--lang", "de", "plan", "--help")
     run("--lang", "zh", "plan", "x", "--gpu", "RTX 4090", "--gpus", "abc")
     assert (gettext.textdomain(), os.environ.get("LANGUAGE")) == before
-    assert gettext.gettext("Usage:") == "Usage:"
+    assert gettext.gettext("Usage:") == "Usage:" and i18n.language() == "en"  # the language was the run's
 
 
 def test_a_new_click_msgid_shows_up_as_untranslated(monkeypatch):
