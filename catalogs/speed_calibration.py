@@ -1,6 +1,6 @@
 """Published speed figures and the per-backend constants fitted on them (data/speed_calibration.json).
 
-`scripts/speed_accuracy.py --write` refits `backends` and `device_rates` from `points`; this
+`scripts/speed_accuracy.py --write` refits `prior`, `backends` and `device_rates` from `points`; this
 module only reads them, and builds the sizing inputs of one point so the script and the tests
 run a point exactly the way the report runs a plan.
 """
