@@ -430,7 +430,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     if spec.recurrent_layers and settings.engine in ("llama.cpp", "ollama"):
         arch_factor = NEW_ARCH_FACTOR
         notes.append(msg("recurrent / gated-delta-net layers: llama.cpp kernels for them run at about half the "
-                         "speed of attention models' (FORMULAS §4.1, 0.5× until measured)"))
+                         "bandwidth roofline (FORMULAS §4.1, 0.5× until measured)"))
     threads = hw.cpu_threads
     terms = decode_terms(spec, weights, settings, hw, memory, cpu_expert_layers=cpu_expert_layers)
     unified = bool(ref and ref.unified_memory)
