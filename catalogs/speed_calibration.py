@@ -1,6 +1,6 @@
 """Published speed figures and the per-backend constants fitted on them (data/speed_calibration.json).
 
-`scripts/speed_accuracy.py --write` refits `backends` and `device_rates` from `points`; this
+`scripts/speed_accuracy.py --write` refits `prior`, `backends` and `device_rates` from `points`; this
 module only reads them, and builds the sizing inputs of one point so the script and the tests
 run a point exactly the way the report runs a plan.
 """
@@ -19,9 +19,9 @@ from fitprobe.estimator.speed import CpuRates, Efficiency, QuantRates, apple_chi
 PATH = Path(__file__).parent / "data" / "speed_calibration.json"
 GIB = 1 << 30
 
-# Backends with no published point borrow a neighbour's fit (marked uncalibrated in the output).
-FALLBACK = {"mlx/metal": "llama.cpp/metal", "llama.cpp/sycl": "llama.cpp/vulkan", "llama.cpp/cann": "llama.cpp/cuda",
-            "llama.cpp/vulkan": "llama.cpp/hip", "llama.cpp/hip": "llama.cpp/vulkan"}
+# MLX has no published point: it runs on the same Apple GPU as llama.cpp's Metal backend and borrows its fit.
+# Any other backend without points takes the cross-backend prior (both marked uncalibrated in the output).
+FALLBACK = {"mlx/metal": "llama.cpp/metal"}
 # FORMULAS §4.1/§4.2 [estimate]: CPU decode 0.5–0.8 of measured bandwidth, prefill 0.3–0.6 of peak.
 CPU_DEFAULT = CpuRates(bandwidth=0.65, core_gbs=10.0, core_gflops=50.0, calibrated=False,
                        basis="midpoint of FORMULAS §4.1 (η 0.5–0.8); per-core rates not fitted")
@@ -78,6 +78,9 @@ class SpeedCalibration:
     excluded: list[dict] = field(default_factory=list)
     points: list[Point]
     backends: dict[str, Efficiency] = field(default_factory=dict)
+    prior: Efficiency | None = doc(default=None, description="the constants of every GPU backend fitted together: "
+                                                             "what each backend's own fit is drawn towards, and "
+                                                             "what a backend without points uses")
     quant_families: dict[str, QuantRates] = field(default_factory=dict)
     cpu: CpuRates = field(default_factory=lambda: CPU_DEFAULT)
     apple_compute: list[ChipCompute] = field(default_factory=list)
@@ -93,6 +96,8 @@ class SpeedCalibration:
         other = FALLBACK.get(key)
         if other and other in self.backends:
             return replace(self.backends[other], calibrated=False, basis=f"uses the {other} fit")
+        if self.prior is not None:
+            return replace(self.prior, calibrated=False, basis="no points of its own: uses the cross-backend prior")
         base = self.backends.get("llama.cpp/cuda") or Efficiency(bandwidth=0.7, compute=0.5, batch_compute=0.5,
                                                                   fixed_ms=1.0)
         return replace(base, calibrated=False, basis="uses the llama.cpp/cuda fit")

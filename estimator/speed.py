@@ -2,11 +2,13 @@
 
 Decode reads, per step, every weight that takes part (routed experts: the share a batch of B
 sequences touches, E·(1-(1-k/E)^B)) plus each sequence's KV cache, once:
-    t_step = Σ_devices (dense_d + experts_d / μ) / (BW_d · η · φ_quant) + bytes_cpu / BW_cpu + t_fixed
-             with each device's expert term at least t_moe per 32 MoE blocks it holds (the expert kernels of a
-             block have a latency floor: fast cards reading small experts hit it, slow memory does not)
+    t_step = Σ_devices max((dense_d + experts_d) / (BW_d · η · φ_quant), 2·P_d / (TFLOPS_d · ε))
+             + t_moe · L_moe,d / 32 + bytes_cpu / BW_cpu + t_fixed · L / 32
              + B · 2·N_active / (TFLOPS · MFU_batch)   (B > 1: batched decode turns compute bound)
              + tensor parallel: 2 · L · t_allreduce (NVLink or PCIe)
+P_d is the weights device d holds that the step reads: dequantising and multiplying them is ALU work
+that a chip with slow ALUs for its bandwidth (an M1 Max) cannot hide behind the reads. t_moe is the
+router/gather/expert-launch latency of 32 MoE blocks, on top of their reads.
 llama.cpp's default layer split runs the devices one after another, so their times add; vLLM/SGLang
 tensor parallel runs them side by side, so one rank's share counts. BW_cpu = min(RAM bandwidth · η_cpu,
 threads · per-core bandwidth): a few cores cannot saturate a wide memory system.
@@ -16,8 +18,9 @@ Prefill of n tokens, in micro-batches of `ubatch` (vLLM: max_num_batched_tokens)
 Layer split: the devices' times add for one micro-batch, but llama.cpp pipelines the micro-batches
 of one n_batch across devices (k micro-batches over G devices take (k+G-1)/(k·G) of the sequential
 time); a single micro-batch (pp512) gets no overlap. Weights of CPU-resident blocks cross PCIe once
-per micro-batch (ggml offloads big matmuls to the GPU). η, μ, t_fixed, MFU are per backend, φ/ψ per
-quant kernel family, all fitted on published benchmarks (catalogs/data/speed_calibration.json,
+per micro-batch (ggml offloads big matmuls to the GPU). η, t_fixed, t_moe, ε, MFU are per backend
+(fitted hierarchically: each drawn towards the constants of all backends together), φ/ψ per quant
+kernel family, all fitted on published benchmarks (catalogs/data/speed_calibration.json,
 scripts/speed_accuracy.py reports leave-one-source-out error).
 """
 from __future__ import annotations
@@ -63,12 +66,12 @@ class Efficiency:
     compute: float = doc(gt=0, description="MFU: achieved / catalog dense FP16 TFLOPS in prefill")
     batch_compute: float = doc(gt=0, description="MFU of the per-token compute in batched decode")
     fixed_ms: float = doc(ge=0, description="per decode step of a 32-block model (scales with blocks): launches, "
-                                            "sync, sampling")
-    moe_floor_ms: float = doc(default=0.0, ge=0, description="least time the routed-expert kernels of 32 MoE blocks "
-                                                             "take per step however few bytes they read (launch, "
-                                                             "router, gather latency)")
-    expert_bandwidth: float = doc(default=1.0, gt=0, description="μ: routed-expert reads relative to dense ones "
-                                                                 "(MoE kernels gather scattered rows)")
+                                            "sync, sampling, the per-block kernels that read no weights")
+    moe_ms: float = doc(default=0.0, ge=0, description="t_moe: per-step latency of the routed-expert kernels of 32 "
+                                                       "MoE blocks (router, gather, launches), on top of their reads")
+    decode_compute: float = doc(default=1.0, gt=0, description="ε: MFU of one decode step's matrix-vector kernels "
+                                                                "(2 FLOPs per weight read; dequantising costs ALU work, "
+                                                                "so a chip with slow ALUs can be compute bound)")
     pipeline: float = doc(default=1.0, ge=0, le=1, description="ρ: share of the ideal layer-split pipeline overlap "
                                                                "prefill reaches over several devices")
     calibrated: bool = True
@@ -121,6 +124,7 @@ class DecodeTerms:
 
     device_dense: list[float]
     device_expert: list[float]
+    device_params: list[float] = doc(description="weights (parameters) each device reads per step")
     cpu_bytes: float
     flops_per_token: float
     n_layers: int
@@ -258,18 +262,23 @@ def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware,
     flops = 2 * matmul_params(spec)[0]
     dense = [0.0] * len(devices)
     expert = [0.0] * len(devices)
+    params = [0.0] * len(devices)
+    matmul_bytes = w.total - (0 if spec.tied_embeddings else w.token_embd)
+    per_byte = matmul_params(spec)[1] / matmul_bytes if matmul_bytes > 0 else 0.0  # weights per byte of the file
     common = dict(flops_per_token=flops, n_layers=spec.n_layers, batch=st.batch,
                   n_moe_layers=sum(1 for e in w.experts_per_layer if e) if spec.moe else 0)
     if not devices:
         total = sum(lw - ew + ew * touched for lw, ew in zip(w.per_layer, w.experts_per_layer)) + out_read + sum(kv)
-        return DecodeTerms(device_dense=[], device_expert=[], cpu_bytes=total, parallel=False, **common)
+        return DecodeTerms(device_dense=[], device_expert=[], device_params=[], cpu_bytes=total, parallel=False,
+                           **common)
     if st.engine in ("vllm", "sglang"):
         tp = len(devices)
         d_all = sum(lw - ew for lw, ew in zip(w.per_layer, w.experts_per_layer)) + out_read + sum(kv)
         e_all = sum(w.experts_per_layer) * touched
         link = "nvlink" if all(d.nvlink for d in devices) else "pcie"
-        return DecodeTerms(device_dense=[d_all / tp] * tp, device_expert=[e_all / tp] * tp, cpu_bytes=0.0,
-                           parallel=True, link=link, **common)
+        p_all = (d_all - sum(kv) + e_all) * per_byte
+        return DecodeTerms(device_dense=[d_all / tp] * tp, device_expert=[e_all / tp] * tp,
+                           device_params=[p_all / tp] * tp, cpu_bytes=0.0, parallel=True, link=link, **common)
     cpu = 0.0
     for i, d in enumerate(_layer_devices(spec, st, mem, len(devices))):
         e_read = w.experts_per_layer[i] * touched
@@ -282,15 +291,20 @@ def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware,
         else:
             dense[d] += dense_read
             expert[d] += e_read
+            params[d] += e_read * per_byte
+        if d is not None:
+            params[d] += (w.per_layer[i] - w.experts_per_layer[i]) * per_byte
     # the output layer sits on the last device that holds weights (a split may leave later devices empty)
     last = max((i for i, d in enumerate(mem.per_device) if d.weights_bytes > 0), default=None)
     output_on_gpu = st.engine == "mlx" or (last is not None
                                            and (mem.gpu_layers > 0 or st.gpu_layers is None or st.gpu_layers >= 1))
     if output_on_gpu:
         dense[-1 if last is None else last] += out_read
+        params[-1 if last is None else last] += out_read * per_byte
     else:
         cpu += out_read
-    return DecodeTerms(device_dense=dense, device_expert=expert, cpu_bytes=cpu, parallel=False, **common)
+    return DecodeTerms(device_dense=dense, device_expert=expert, device_params=params, cpu_bytes=cpu, parallel=False,
+                       **common)
 
 
 def prefill_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, mem: MemoryBreakdown, *,
@@ -322,16 +336,21 @@ def prefill_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware
 
 
 def decode_parts(t: DecodeTerms, devices: list[Device], eff: Efficiency, quant: QuantRates, cpu: CpuRates, *,
-                 ram_bw_gbs: float | None, threads: int | None, tflops: float | None, arch_factor: float = 1.0
-                 ) -> dict[str, float]:
-    """Milliseconds per decode step, by cause."""
+                 ram_bw_gbs: float | None, threads: int | None, tflops: float | None, arch_factor: float = 1.0,
+                 device_tflops: list[float | None] | None = None) -> dict[str, float]:
+    """Milliseconds per decode step, by cause. A device's step is its weight and KV reads or, where its
+    ALUs are slower than its memory, the matrix-vector work on the weights it holds (`device_tflops`)."""
     per = []
     experts = sum(t.device_expert) or 1.0
-    for dev, dense, expert in zip(devices, t.device_dense, t.device_expert):
+    for i, (dev, dense, expert) in enumerate(zip(devices, t.device_dense, t.device_expert)):
         bw = dev.bandwidth_gbs * 1e9 * eff.bandwidth * quant.bandwidth * arch_factor
         blocks = t.n_moe_layers if t.parallel else t.n_moe_layers * expert / experts  # blocks this device holds
-        floor = eff.moe_floor_ms * blocks / REFERENCE_LAYERS
-        per.append(dense / bw * 1e3 + max(expert / eff.expert_bandwidth / bw * 1e3, floor if expert else 0.0))
+        latency = eff.moe_ms * blocks / REFERENCE_LAYERS if expert else 0.0
+        ms = (dense + expert) / bw * 1e3
+        tf = device_tflops[i] if device_tflops else None
+        if tf:
+            ms = max(ms, 2 * t.device_params[i] / (tf * 1e12 * eff.decode_compute * arch_factor) * 1e3)
+        per.append(ms + latency)
     gpu = (max(per) if t.parallel else sum(per)) if per else 0.0
     cpu_ms = 0.0
     if t.cpu_bytes:
@@ -361,7 +380,7 @@ def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[
         per = []
         for dev, tf, wb in zip(devices, device_tflops, t.device_weights):
             part = f / len(devices) if t.parallel else f * wb / share
-            t_compute = part / (tf * 1e12 * eff.compute * quant.compute)
+            t_compute = part / (tf * 1e12 * eff.compute * quant.compute * arch_factor)
             t_read = wb / (dev.bandwidth_gbs * 1e9 * eff.bandwidth * quant.bandwidth * arch_factor)
             per.append(max(t_compute, t_read))
         step = max(per) if t.parallel else sum(per)
@@ -430,7 +449,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     if settings.batch > 1 and not tflops:
         notes.append(msg("no compute figure for this device: batched decode counted as bandwidth bound only"))
     parts = decode_parts(terms, devices, eff, quant, cpu, ram_bw_gbs=ram_bw, threads=threads, tflops=tflops,
-                         arch_factor=arch_factor)
+                         arch_factor=arch_factor, device_tflops=dev_tflops)
     if terms.parallel and len(devices) > 1:
         link = terms.link
         notes.append(msg("tensor parallel %(n)s over %(link)s: 2 all-reduces per layer at ~%(us)s µs each",

@@ -4,8 +4,12 @@
     .venv/bin/python scripts/speed_accuracy.py --write   # refit and write the constants into the JSON
 
 The fit (FORMULAS §4) minimises Σ|log(estimate / measured)| by coordinate descent over: per backend
-group η, t_fixed, t_moe (latency floor of the expert kernels), μ (routed-expert bandwidth), prefill MFU, batched-decode
-MFU and the layer-split pipeline share ρ; per quant kernel family φ (decode) and ψ (prefill) relative to
+group η, t_fixed, t_moe (latency of the expert kernels), ε (MFU of the decode matrix-vector kernels), prefill
+MFU, batched-decode MFU and the layer-split pipeline share ρ. It is hierarchical: the backend constants are
+first fitted on the points of every GPU backend together (the prior), then each backend's on its own points
+plus PRIOR_WEIGHT × its log distance from the prior, so a backend that one or two sources measure stays near
+what all backends show instead of following one publication to a bound; a backend without points takes
+the prior. Per quant kernel family φ (decode) and ψ (prefill) relative to
 the K-quants; one prefill factor for power-shared SoC GPUs (DGX Spark, Strix Halo); for CPUs η_cpu, GB/s
 and GFLOPS per thread. Devices with no TFLOPS figure and no Apple shader rate get an effective rate
 measured on their own prefill points. Leave-one-source-out refits everything without the points of one
@@ -31,16 +35,25 @@ from fitprobe.estimator.speed import (NEW_ARCH_FACTOR, CpuRates, Efficiency, Qua
 # Bounds keep the fit physical: η ≤ 0.95 of peak; t_fixed within FORMULAS §4.1's ranges (≤ 6 ms);
 # MFU ≤ 1.2 of the catalog's dense FP16 figure (AMD's dual-issue figures make > 1 impossible, NVIDIA
 # consumer cards' FP16-accumulate rate is 2× the catalogued FP32-accumulate one).
-BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "moe_floor_ms": (0.0, 6.0), "expert_bandwidth": (0.25, 1.5),
-          "compute": (0.03, 1.2), "batch_compute": (0.03, 1.2), "q_bandwidth": (0.4, 1.6), "q_compute": (0.2, 3.0),
+# ε ≥ 0.01: below it even a 4-bit 8B model on a 100 TFLOPS card would be compute bound at batch 1.
+BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "moe_ms": (0.0, 6.0), "compute": (0.03, 1.2),
+          "decode_compute": (0.01, 1.0), "batch_compute": (0.03, 1.2), "q_bandwidth": (0.4, 1.6), "q_compute": (0.2, 3.0),
           "cpu_bandwidth": (0.2, 0.95), "soc_compute": (0.1, 1.0), "core_gbs": (1.0, 40.0), "core_gflops": (2.0, 400.0)}
 
 
-# FORMULAS §4.1: t_fixed ≈ 0.3–1 ms on CUDA with graphs, 2–3 ms on Metal; elsewhere up to 6 ms (BOUNDS).
-FIXED_MAX = {"llama.cpp/cuda": 1.0, "llama.cpp/metal": 3.0}
+# FORMULAS §4.1 [estimate]: t_fixed ≈ 0.3–1 ms on CUDA with graphs, 2–3 ms on Metal. llama.cpp's CUDA
+# graphs came in May 2024 and several calibration builds predate them (Jan/May 2024), and t_fixed also
+# carries the per-block kernels that read no weights (norms, RoPE, softmax): CUDA and Metal get the top
+# of those ranges, 3 ms per 32 blocks; elsewhere up to 6 ms (BOUNDS).
+FIXED_MAX = {"llama.cpp/cuda": 3.0, "llama.cpp/metal": 3.0}
 # Without multi-device prefill points the pipeline overlap is unknown: none counted (the layer split
 # runs the devices one after another, FORMULAS §4.5; the published multi-GPU runs reach 0.05-0.15).
 PIPELINE_PRIOR = 0.0
+# Hierarchical fit: a backend's constants pay PRIOR_WEIGHT × |log(θ / θ_prior)| on top of Σ|log error|.
+# Under Laplace errors that weight is b / τ: b, a point's typical log error once its backend is known
+# (in-sample median ≈ 0.05–0.09), over τ, the typical log spread of backends around the prior (η from 0.6 to
+# 0.93 around 0.9, t_fixed 2.4–3.6 ms: ≈ 0.2–0.3). Set from those two spreads, not searched for.
+PRIOR_WEIGHT = 0.3
 
 
 class Case:
@@ -73,7 +86,7 @@ class Case:
             if not self.devices and self.threads:
                 tflops = self.threads * cal.cpu.core_gflops / 1e3
             parts = decode_parts(self.terms, self.devices, eff, q, cal.cpu, ram_bw_gbs=self.ram_bw,
-                                 threads=self.threads, tflops=tflops, arch_factor=self.arch)
+                                 threads=self.threads, tflops=tflops, arch_factor=self.arch, device_tflops=tf)
             return self.p.batch * 1e3 / sum(parts.values())
         if not self.devices:
             return self.p.tokens / cpu_prefill_seconds(self.terms, cal.cpu, self.threads)
@@ -104,48 +117,91 @@ def device_rates(cases: list[Case], cal: SpeedCalibration) -> list[DeviceRate]:
                        from_points=[i for _, i in v]) for (g, b), v in sorted(by.items())]
 
 
-def _descend(get, put, cases, cal, lo, hi, rounds=3, steps=13) -> None:
+def _descend(get, put, score, lo, hi, rounds=3, steps=13) -> None:
     """Coordinate step on one parameter: a log grid around its value, narrowing each round."""
     span = 2.0
     for _ in range(rounds):
         v0 = max(get(), lo + 1e-6)
-        best, best_s = get(), _score(cases, cal)
+        best, best_s = get(), score()
         for i in range(steps):
             v = min(hi, max(lo, v0 * exp(log(span) * (2 * i / (steps - 1) - 1)))) if v0 > 0 else lo + (hi - lo) * i / steps
             put(v)
-            s = _score(cases, cal)
+            s = score()
             if s < best_s - 1e-12:
                 best, best_s = v, s
         put(best)
         span = span ** 0.5
 
 
-def _descend_linear(get, put, cases, cal, lo, hi, steps=25) -> None:
-    best, best_s = get(), _score(cases, cal)
+def _descend_linear(get, put, score, lo, hi, steps=25) -> None:
+    best, best_s = get(), score()
     for i in range(steps + 1):
         put(lo + (hi - lo) * i / steps)
-        s = _score(cases, cal)
+        s = score()
         if s < best_s - 1e-12:
             best, best_s = get(), s
     put(best)
 
 
-def _fit_eta_fixed(key: str, one: list[Case], cal: SpeedCalibration) -> None:
-    """η and t_fixed together on batch-1 decode (they trade off): a 2-D grid. t_fixed needs two
-    model sizes from two sources to be told apart from η; else it stays at FORMULAS §4.1's 1 ms."""
-    lo, hi = BOUNDS["bandwidth"]
-    etas = [lo + 0.025 * i for i in range(int((hi - lo) / 0.025) + 1)]
-    enough = len({c.p.model for c in one}) >= 2 and len({c.p.source for c in one}) >= 2
-    top = FIXED_MAX.get(key, BOUNDS["fixed_ms"][1])
-    fixed = [0.2 * i for i in range(int(top / 0.2) + 1)] if enough else [1.0]
-    best, best_s = None, None
-    for e in etas:
-        for f in fixed:
-            cal.backends[key] = replace(cal.backends[key], bandwidth=e, fixed_ms=f)
-            s = _score(one, cal)
-            if best_s is None or s < best_s:
-                best, best_s = (e, f), s
-    cal.backends[key] = replace(cal.backends[key], bandwidth=best[0], fixed_ms=best[1])
+def _deviation(eff: Efficiency, prior: Efficiency | None) -> float:
+    """How far a backend's constants sit from the cross-backend prior, in log units (times: of t + 1 ms)."""
+    if prior is None:
+        return 0.0
+    d = sum(abs(log(getattr(eff, n) / getattr(prior, n)))
+            for n in ("bandwidth", "compute", "batch_compute", "decode_compute"))
+    return d + sum(abs(log((getattr(eff, n) + 1) / (getattr(prior, n) + 1))) for n in ("fixed_ms", "moe_ms"))
+
+
+def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Efficiency | None, top: float) -> None:
+    """One backend's constants (or, with several keys, the prior shared by all of them) on its points.
+
+    With a prior, each candidate pays PRIOR_WEIGHT × its log distance from the prior: a backend with
+    many points moves where they say, one with a source or two stays near what every backend shows."""
+    def get_eff() -> Efficiency:
+        return cal.backends[keys[0]]
+
+    def param(name):
+        return (lambda: getattr(get_eff(), name),
+                lambda v: [cal.backends.__setitem__(k, replace(cal.backends[k], **{name: v})) for k in keys])
+
+    def scorer(cases):
+        return lambda: _score(cases, cal) + PRIOR_WEIGHT * _deviation(get_eff(), prior)
+
+    dec = [c for c in g if c.p.kind == "decode"]
+    one = [c for c in dec if c.p.batch == 1]
+    moe = [c for c in one if any(c.terms.device_expert)]
+    pre = [c for c in g if c.p.kind == "prefill"]
+    bat = [c for c in dec if c.p.batch > 1]
+    if prior is not None:  # what the backend's points cannot tell is the prior's
+        unseen = {"bandwidth": not one, "fixed_ms": not one, "decode_compute": not one, "moe_ms": not moe,
+                  "compute": not pre, "batch_compute": not bat}
+        for k in keys:
+            cal.backends[k] = replace(cal.backends[k], **{n: getattr(prior, n) for n, u in unseen.items() if u})
+    if one:
+        lo, hi = BOUNDS["bandwidth"]
+        best, best_s = None, None
+        for e in [lo + 0.025 * i for i in range(int((hi - lo) / 0.025) + 1)]:
+            for f in [0.2 * i for i in range(int(top / 0.2) + 1)]:
+                for k in keys:
+                    cal.backends[k] = replace(cal.backends[k], bandwidth=e, fixed_ms=f)
+                s = scorer(one)()
+                if best_s is None or s < best_s:
+                    best, best_s = (e, f), s
+        for k in keys:
+            cal.backends[k] = replace(cal.backends[k], bandwidth=best[0], fixed_ms=best[1])
+    if one:
+        get, put = param("decode_compute")
+        _descend_linear(lambda: log(get()), lambda v: put(exp(v)), scorer(one), *map(log, BOUNDS["decode_compute"]),
+                        steps=30)
+    if moe:
+        _descend_linear(*param("moe_ms"), scorer(moe), *BOUNDS["moe_ms"], steps=30)
+    if pre:
+        _descend(*param("compute"), scorer(pre), *BOUNDS["compute"])
+    if bat:
+        _descend(*param("batch_compute"), scorer(bat), *BOUNDS["batch_compute"])
+    multi = [c for c in pre if len(c.devices) > 1 and c.terms.chunks_per_batch > 1]
+    if multi:
+        _descend_linear(*param("pipeline"), scorer(multi), 0.0, 1.0, steps=20)
 
 
 def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCalibration:
@@ -154,17 +210,15 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
     groups: dict[str, list[Case]] = {}
     for c in cases:
         groups.setdefault(c.key, []).append(c)
-    cal.backends = {k: Efficiency(bandwidth=0.7, compute=0.5, batch_compute=0.5, fixed_ms=1.0, pipeline=PIPELINE_PRIOR)
-                    for k, g in groups.items() if k != "llama.cpp/cpu" and any(c.p.kind == "decode" for c in g)}
+    start = Efficiency(bandwidth=0.7, compute=0.5, batch_compute=0.5, fixed_ms=1.0, pipeline=PIPELINE_PRIOR)
+    keys = [k for k, g in groups.items() if k != "llama.cpp/cpu" and any(c.p.kind == "decode" for c in g)]
+    cal.backends = {k: start for k in keys}
     families = sorted({c.family for c in cases if c.family != "k" and c.devices})
     cal.quant_families = {f: QuantRates() for f in families}
     cal.cpu = CpuRates(bandwidth=0.65, core_gbs=10.0, core_gflops=50.0)
     cal.soc_compute = 1.0
     cal.device_rates = device_rates(cases, cal)
-
-    def backend_param(key, name):
-        return (lambda: getattr(cal.backends[key], name),
-                lambda v: cal.backends.__setitem__(key, replace(cal.backends[key], **{name: v})))
+    gpu_cases = [c for k in keys for c in groups[k]]
 
     def family_param(fam, name):
         return (lambda: getattr(cal.quant_families[fam], name),
@@ -176,45 +230,36 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
     def cpu_param(name):
         return (lambda: getattr(cal.cpu, name), lambda v: setattr(cal, "cpu", replace(cal.cpu, **{name: v})))
 
-    for _ in range(sweeps):
-        for key in cal.backends:
-            g = groups[key]
-            dec = [c for c in g if c.p.kind == "decode"]
-            one = [c for c in dec if c.p.batch == 1]
-            moe = [c for c in one if any(c.terms.device_expert)]
-            pre = [c for c in g if c.p.kind == "prefill"]
-            bat = [c for c in dec if c.p.batch > 1]
-            _fit_eta_fixed(key, one, cal)
-            # μ and t_moe trade off on one publication's MoE runs: like t_fixed, they are fitted only when
-            # MoE points of two sources (and two models) can tell them apart; else μ = 1 and no floor
-            if moe and len(one) > len(moe) and len({c.p.source for c in moe}) >= 2:
-                if len({c.p.model for c in moe}) >= 2:
-                    _descend_linear(*backend_param(key, "moe_floor_ms"), moe, cal, *BOUNDS["moe_floor_ms"], steps=30)
-                _descend(*backend_param(key, "expert_bandwidth"), moe, cal, *BOUNDS["expert_bandwidth"])
-            if pre:
-                _descend(*backend_param(key, "compute"), pre, cal, *BOUNDS["compute"])
-            if bat:
-                _descend(*backend_param(key, "batch_compute"), bat, cal, *BOUNDS["batch_compute"])
-            multi = [c for c in pre if len(c.devices) > 1 and c.terms.chunks_per_batch > 1]
-            if multi:
-                _descend_linear(*backend_param(key, "pipeline"), multi, cal, 0.0, 1.0, steps=20)
+    prior = start
+    for sweep in range(sweeps):
+        # the prior: one set of constants for every GPU backend, fitted on all their points together
+        fitted = dict(cal.backends)
+        cal.backends = {k: prior for k in keys}
+        _fit_group(keys, gpu_cases, cal, None, BOUNDS["fixed_ms"][1])
+        prior = cal.backends[keys[0]]
+        # a backend starts from the prior: what its points cannot tell stays there (ρ: none without multi-GPU runs)
+        cal.backends = fitted if sweep else {k: replace(prior, pipeline=PIPELINE_PRIOR) for k in keys}
+        for key in keys:
+            _fit_group([key], groups[key], cal, prior, FIXED_MAX.get(key, BOUNDS["fixed_ms"][1]))
         for fam in families:
             fc = [c for c in cases if c.family == fam and c.devices]
-            if any(c.p.kind == "decode" for c in fc):
-                _descend(*family_param(fam, "bandwidth"), [c for c in fc if c.p.kind == "decode"], cal,
-                         *BOUNDS["q_bandwidth"])
+            fd = [c for c in fc if c.p.kind == "decode"]
+            if fd:
+                _descend(*family_param(fam, "bandwidth"), lambda fd=fd: _score(fd, cal), *BOUNDS["q_bandwidth"])
             pre_fc = [c for c in fc if c.p.kind == "prefill" and not c.soc]  # ψ on discrete cards: SoC points
             if pre_fc:                                                       # would fold the SoC factor into it
-                _descend(*family_param(fam, "compute"), pre_fc, cal, *BOUNDS["q_compute"])
+                _descend(*family_param(fam, "compute"), lambda pf=pre_fc: _score(pf, cal), *BOUNDS["q_compute"])
         soc = [c for c in cases if c.soc and c.p.kind == "prefill"]
         if soc:
-            _descend(*top_param("soc_compute"), soc, cal, *BOUNDS["soc_compute"])
+            _descend(*top_param("soc_compute"), lambda: _score(soc, cal), *BOUNDS["soc_compute"])
         cpu = [c for c in cases if not c.devices]
         if cpu:
             cd = [c for c in cpu if c.p.kind == "decode"]
-            _descend(*cpu_param("bandwidth"), cd, cal, *BOUNDS["cpu_bandwidth"])
-            _descend(*cpu_param("core_gbs"), cd, cal, *BOUNDS["core_gbs"])
-            _descend(*cpu_param("core_gflops"), [c for c in cpu if c.p.kind == "prefill"], cal, *BOUNDS["core_gflops"])
+            cp = [c for c in cpu if c.p.kind == "prefill"]
+            _descend(*cpu_param("bandwidth"), lambda: _score(cd, cal), *BOUNDS["cpu_bandwidth"])
+            _descend(*cpu_param("core_gbs"), lambda: _score(cd, cal), *BOUNDS["core_gbs"])
+            _descend(*cpu_param("core_gflops"), lambda: _score(cp, cal), *BOUNDS["core_gflops"])
+    cal.prior = replace(prior, calibrated=True, basis=f"fitted on the {len(gpu_cases)} GPU points of every backend together")
     for key, g in groups.items():
         if key in cal.backends:
             n = {k: sum(1 for c in g if c.p.kind == k) for k in ("decode", "prefill")}
@@ -230,9 +275,13 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
 def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
     r = lambda x: round(x, 3)  # noqa: E731
     cal.backends = {k: replace(v, bandwidth=r(v.bandwidth), compute=r(v.compute), batch_compute=r(v.batch_compute),
-                               fixed_ms=r(v.fixed_ms), moe_floor_ms=r(v.moe_floor_ms),
-                               expert_bandwidth=r(v.expert_bandwidth), pipeline=r(v.pipeline))
+                               fixed_ms=r(v.fixed_ms), moe_ms=r(v.moe_ms),
+                               decode_compute=r(v.decode_compute),
+                               pipeline=r(v.pipeline))
                     for k, v in cal.backends.items()}
+    cal.prior = replace(cal.prior, **{n: r(getattr(cal.prior, n)) for n in
+                                      ("bandwidth", "compute", "batch_compute", "decode_compute", "fixed_ms", "moe_ms",
+                                       "pipeline")})
     cal.quant_families = {k: QuantRates(bandwidth=r(v.bandwidth), compute=r(v.compute))
                           for k, v in cal.quant_families.items()}
     cal.soc_compute = r(cal.soc_compute)
@@ -260,6 +309,7 @@ def main(argv=None) -> int:
     if args.write:
         raw = json.loads(PATH.read_text())
         raw["backends"] = {k: asdict(v) for k, v in sorted(cal.backends.items())}
+        raw["prior"] = asdict(cal.prior)
         raw["quant_families"] = {k: asdict(v) for k, v in sorted(cal.quant_families.items())}
         raw["cpu"] = asdict(cal.cpu)
         raw["device_rates"] = [asdict(r) for r in cal.device_rates]
@@ -275,6 +325,7 @@ def main(argv=None) -> int:
                 loso[c.p.id] = c.estimate(rest_cal)
     errs = {"decode": [], "prefill": []}
     loso_errs = {"decode": [], "prefill": []}
+    by_backend: dict[tuple[str, str], list[float]] = {}
     unpredicted = []
     print(f"{'point':<36}{'kind':<8}{'backend':<18}{'published':>10}{'estimate':>10}{'error':>8}{'LOSO':>10}{'err':>8}")
     for c in cases:
@@ -286,15 +337,16 @@ def main(argv=None) -> int:
         lo_err = lo / c.p.tps - 1 if lo else None
         if lo_err is not None:
             loso_errs[c.p.kind].append(abs(lo_err))
+            by_backend.setdefault((c.key, c.p.kind), []).append(abs(lo_err))
         elif not args.no_loso:
             unpredicted.append(c.p.id)
         shown = "(rate)" if c.p.id in defines else (f"{err:+.0%}" if err is not None else "-")
         print(f"{c.p.id:<36}{c.p.kind:<8}{c.key:<18}{c.p.tps:>10.1f}{(est or 0):>10.1f}{shown:>8}"
               f"{(lo or 0):>10.1f}{(f'{lo_err:+.0%}' if lo_err is not None else '-'):>8}")
     print()
-    for k, v in sorted(cal.backends.items()):
-        print(f"{k:<18} η {v.bandwidth:.3f}  t_fixed {v.fixed_ms:.2f} ms  t_moe {v.moe_floor_ms:.2f} ms  "
-              f"μ {v.expert_bandwidth:.2f}  "
+    for k, v in [("prior", cal.prior), *sorted(cal.backends.items())]:
+        print(f"{k:<18} η {v.bandwidth:.3f}  t_fixed {v.fixed_ms:.2f} ms  t_moe {v.moe_ms:.2f} ms  "
+              f"ε {v.decode_compute:.3f}  "
               f"MFU {v.compute:.3f}  batch MFU {v.batch_compute:.3f}  ρ {v.pipeline:.2f}  ({v.basis})")
     for k, q in sorted(cal.quant_families.items()):
         print(f"quant {k:<8} φ {q.bandwidth:.3f}  ψ {q.compute:.3f}")
@@ -308,6 +360,8 @@ def main(argv=None) -> int:
         print(f"{kind:<8} in-sample: {_stats(errs[kind])}")
         if not args.no_loso:
             print(f"{kind:<8} leave-one-source-out: {_stats(loso_errs[kind])}")
+    for (key, kind), e in sorted(by_backend.items()):
+        print(f"  {key:<18} {kind:<8} leave-one-source-out: {_stats(e)}")
     if unpredicted:
         print(f"not predictable with their source held out ({len(unpredicted)}): {', '.join(unpredicted)}")
     return 0
