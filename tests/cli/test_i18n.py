@@ -148,13 +148,13 @@ def _columns(text: str) -> int:
 
 PLAN = ["plan", "llama-3.3-70b-instruct", "--gpu", "RTX 4090", "--ram-gib", "32"]
 SAYS = {  # what each language's plan page says (the same numbers, in its own words and number style)
-    "en": ["Recommended: FITS — ~2.5 tok/s", "As asked (Q4_K_M, 8K context, f16 KV, 1 sequence, llama.cpp): DOES NOT FIT",
+    "en": ["Recommended: FITS — ~{tps} tok/s", "As asked (Q4_K_M, 8K context, f16 KV, 1 sequence, llama.cpp): DOES NOT FIT",
            "Memory (GiB)", "21.6 GiB in RAM", "What would make it fit as asked"],
-    "es": ["Recomendado: CABE — ~2,5 tok/s", "Como se pidió (Q4_K_M, contexto 8K, KV f16, 1 secuencia, llama.cpp): NO CABE",
+    "es": ["Recomendado: CABE — ~{tps_comma} tok/s", "Como se pidió (Q4_K_M, contexto 8K, KV f16, 1 secuencia, llama.cpp): NO CABE",
            "Memoria (GiB)", "21,6 GiB en RAM", "Qué haría que quepa como se pidió", "RAM del sistema"],
-    "de": ["Empfohlen: PASST — ~2,5 tok/s", "Wie angefragt (Q4_K_M, 8K Kontext, f16-KV, 1 Sequenz, llama.cpp): PASST NICHT",
+    "de": ["Empfohlen: PASST — ~{tps_comma} tok/s", "Wie angefragt (Q4_K_M, 8K Kontext, f16-KV, 1 Sequenz, llama.cpp): PASST NICHT",
            "Speicher (GiB)", "21,6 GiB im RAM", "Was es wie angefragt passend machen würde", "System-RAM"],
-    "zh": ["推荐：可运行 — ~2.5 tok/s", "按要求（Q4_K_M，上下文 8K，f16 KV，1 个序列，llama.cpp）：放不下",
+    "zh": ["推荐：可运行 — ~{tps} tok/s", "按要求（Q4_K_M，上下文 8K，f16 KV，1 个序列，llama.cpp）：放不下",
            "内存（GiB）", "内存中 21.6 GiB", "怎样按要求放下", "系统内存"],
 }
 
@@ -163,7 +163,9 @@ SAYS = {  # what each language's plan page says (the same numbers, in its own wo
 def test_plan_page_in_each_language(lang):
     code, out = run(*PLAN, "--lang", lang)
     assert code == 0
+    tps = f"{json.loads(run(*PLAN, '--json')[1])['recommended']['decode_tps']:.1f}"  # the speed model's figure
     for phrase in SAYS[lang]:
+        phrase = phrase.format(tps=tps, tps_comma=tps.replace(".", ","))
         assert phrase in out, (lang, phrase)
     assert "$ llama-server -m llama-3.3-70b-instruct-Q4_K_M.gguf --ctx-size 8192" in out  # commands stay commands
     assert _columns(out) <= 100  # wrapped by terminal columns, CJK counted double
@@ -173,7 +175,7 @@ def test_plan_page_in_each_language(lang):
         assert out != english
 
 
-@pytest.mark.parametrize("lang,title,runs", [("es", "Qué corre en RTX 4090", "corre"),
+@pytest.mark.parametrize("lang,title,runs", [("es", "Qué se ejecuta en RTX 4090", "corre"),
                                              ("de", "Was auf RTX 4090 läuft", "läuft"),
                                              ("zh", "RTX 4090 上能运行什么", "运行")])
 def test_fit_in_each_language(lang, title, runs):
