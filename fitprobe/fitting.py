@@ -230,6 +230,8 @@ def _would_fit(fit, ctx) -> list[str]:
 
 RUNS_NOT_AS_ASKED = "it runs, but not with the context or speed asked (--min-ctx, --min-tps)"
 SOURCE_WORDS = (N_("catalog"), N_("probe"), N_("bundled catalog"))  # FitHardware.source, FitOutput.source
+SORT_WORDS = {"score": N_("score"), "quality": N_("quality"), "speed": N_("speed"), "context": N_("context"),
+              "params": N_("parameter count"), "memory": N_("memory")}  # --sort's key, as the title says it
 
 
 def render_table(out) -> str:
@@ -248,7 +250,7 @@ def render_table(out) -> str:
     ram = _(", ") + _("%(size)s GiB RAM") % {"size": spec(hw.system_ram_bytes / GIB, ".0f")} if hw.system_ram_bytes else ""
     lines = [_("What runs on %(hardware)s (%(usable)s GiB usable%(ram)s; %(source)s) — %(models)s, sorted by %(sort)s")
              % {"hardware": hw.name, "usable": spec(hw.usable_bytes / GIB, ".1f"), "ram": ram, "source": _(hw.source),
-                "models": _(out.source), "sort": out.sort},
+                "models": _(out.source), "sort": _(SORT_WORDS[out.sort])},
              f"{' #':>3} " + cells(names)]
     for r in out.rows:
         lines.append(f"{r.rank:>3} " + cells([_cut(r.model, 26), _cut(r.quant, 10), _cut(r.engine, 9), _ctx(r.context),
