@@ -181,6 +181,10 @@ def default_backend(device: Device | None) -> str:
     return "cuda"
 
 
+# The vendor of a device, by the backend llama.cpp would pick for it natively.
+VULKAN_VENDOR = {"cuda": "nvidia", "hip": "amd", "sycl": "intel", "metal": "apple", "cann": "other", "cpu": "other"}
+
+
 def backend_key(engine: str, device: Device | None, backend: str | None = None) -> str:
     """The calibration group an engine/backend pair falls in (llama.cpp and Ollama share kernels)."""
     if engine in ("vllm", "sglang"):
@@ -189,7 +193,10 @@ def backend_key(engine: str, device: Device | None, backend: str | None = None) 
         return "mlx/metal"
     if device is None:
         return "llama.cpp/cpu"
-    return f"llama.cpp/{backend or default_backend(device)}"
+    backend = backend or default_backend(device)
+    if backend == "vulkan":  # one Vulkan backend, a kernel path per vendor (NVIDIA coopmat2, AMD coopmat, Intel
+        return f"llama.cpp/vulkan-{VULKAN_VENDOR[default_backend(device)]}"  # without), measured apart
+    return f"llama.cpp/{backend}"
 
 
 def apple_chip(device: Device) -> str | None:

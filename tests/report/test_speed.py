@@ -100,7 +100,10 @@ def test_cpu_only_and_backend_keys():
     assert backend_key("mlx", find_gpu("M4 Max 128GB").device()) == "mlx/metal"
     assert backend_key("llama.cpp", find_gpu("M2 Ultra 192GB").device()) == "llama.cpp/metal"
     assert backend_key("llama.cpp", find_gpu("RX 7900 XTX").device()) == "llama.cpp/hip"
-    assert backend_key("llama.cpp", find_gpu("RX 7900 XTX").device(), "vulkan") == "llama.cpp/vulkan"
+    # Vulkan is one backend with a kernel path per vendor (coopmat2 on NVIDIA, coopmat on RDNA3, neither on Arc)
+    assert backend_key("llama.cpp", find_gpu("RX 7900 XTX").device(), "vulkan") == "llama.cpp/vulkan-amd"
+    assert backend_key("llama.cpp", find_gpu("RTX 4090").device(), "vulkan") == "llama.cpp/vulkan-nvidia"
+    assert backend_key("llama.cpp", find_gpu("Arc A770").device(), "vulkan") == "llama.cpp/vulkan-intel"
     assert backend_key("llama.cpp", find_gpu("Arc A770").device()) == "llama.cpp/sycl"
     assert backend_key("ollama", find_gpu("RTX 4090").device()) == "llama.cpp/cuda"
 
@@ -162,7 +165,7 @@ def test_quant_family_and_unknown_backend():
     with pytest.raises(ValueError, match="unknown backend"):
         estimate_speed(spec, w, st, hw, mem, backend="opencl", calibration=CAL)
     vk = estimate_speed(spec, w, st, hw, mem, backend="vulkan", calibration=CAL)
-    assert vk.backend == "llama.cpp/vulkan"
+    assert vk.backend == "llama.cpp/vulkan-nvidia"
 
 
 def test_calibration_points_have_sources_and_accuracy_target():
