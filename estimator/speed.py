@@ -182,7 +182,7 @@ def default_backend(device: Device | None) -> str:
 
 
 # The vendor of a device, by the backend llama.cpp would pick for it natively.
-VULKAN_VENDOR = {"cuda": "nvidia", "hip": "amd", "sycl": "intel", "metal": "apple", "cann": "other", "cpu": "other"}
+VULKAN_VENDOR = {"cuda": "nvidia", "hip": "amd", "sycl": "intel", "metal": "apple", "cann": "other"}
 
 
 def backend_key(engine: str, device: Device | None, backend: str | None = None) -> str:
