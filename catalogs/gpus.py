@@ -89,7 +89,8 @@ class GpuEntry:
                       fp16_tflops=self.fp16_tflops / n if self.fp16_tflops else None, fp8=bool(self.fp8),
                       fp4=bool(self.fp4), unified_memory=self.unified_memory, nvlink=self.nvlink,
                       tdp_w=self.tdp_w / n if self.tdp_w else None,
-                      price_usd=self.price_usd / n if self.price_usd else None, catalog_key=self.key)
+                      price_usd=self.price_usd / n if self.price_usd else None, catalog_key=self.key,
+                      compute_capability=self.compute_capability)
 
 
 def _expand(entry: GpuEntry) -> list[GpuEntry]:

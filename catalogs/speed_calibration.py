@@ -23,6 +23,8 @@ GIB = 1 << 30
 # Any other backend without points takes the cross-backend prior (both marked uncalibrated in the output).
 FALLBACK = {"mlx/metal": "llama.cpp/metal"}
 # FORMULAS §4.1/§4.2 [estimate]: CPU decode 0.5–0.8 of measured bandwidth, prefill 0.3–0.6 of peak.
+# The K-quants are the reference kernel family (φ = ψ = 1); the fit asks for them a million times.
+K_QUANTS = QuantRates()
 CPU_DEFAULT = CpuRates(bandwidth=0.65, core_gbs=10.0, core_gflops=50.0, calibrated=False,
                        basis="midpoint of FORMULAS §4.1 (η 0.5–0.8); per-core rates not fitted")
 
@@ -88,6 +90,9 @@ class SpeedCalibration:
     soc_compute: float = doc(default=1.0, gt=0, le=1.5,
                              description="prefill MFU of a power-shared SoC GPU (DGX Spark, Strix Halo) relative "
                                          "to a discrete card on the same backend")
+    recurrent_factor: float = doc(default=0.5, gt=0, le=1,
+                                  description="rate of a model with recurrent / gated-delta-net layers on llama.cpp "
+                                              "relative to an attention-only one (FORMULAS §4.1 starts from 0.5×)")
     doc: str = ""
 
     def efficiency(self, key: str) -> Efficiency:
@@ -103,7 +108,7 @@ class SpeedCalibration:
         return replace(base, calibrated=False, basis="uses the llama.cpp/cuda fit")
 
     def quant_rates(self, family: str) -> QuantRates:
-        return self.quant_families.get(family, QuantRates())
+        return self.quant_families.get(family) or K_QUANTS
 
     def device_tflops(self, device: Device, backend: str) -> float | None:
         """Dense TFLOPS for prefill: the catalog's figure, Apple's shader rate, or a measured rate.

@@ -36,6 +36,7 @@ class Device:
     tdp_w: float | None = None
     price_usd: float | None = None
     catalog_key: str | None = None
+    compute_capability: str | None = doc(default=None, description='NVIDIA "8.6" (gates CUDA graphs); AMD "gfx1100"')
 
 
 @record

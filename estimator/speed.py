@@ -14,11 +14,14 @@ tensor parallel runs them side by side, so one rank's share counts. BW_cpu = min
 threads · per-core bandwidth): a few cores cannot saturate a wide memory system.
 Prefill of n tokens, in micro-batches of `ubatch` (vLLM: max_num_batched_tokens):
     FLOPs = 2·N_active·m + 4·L_attn·H·d_head·m·(depth + m/2)
-    per device: t = max(FLOPs_d / (TFLOPS_d · MFU · ψ_quant), weights_d / (BW_d · η · φ_quant))
+    per device: t = max(FLOPs'_d / (TFLOPS_d · MFU · ψ_quant), weights_d / (BW_d · η · φ_quant))
+    FLOPs' = FLOPs_dense · (m + m½)/m + FLOPs_experts · (m·k/E + m½)/(m·k/E) / κ
+(a matmul over few tokens reuses each weight tile little; a routed expert sees m·k/E of them).
 Layer split: the devices' times add for one micro-batch, but llama.cpp pipelines the micro-batches
 of one n_batch across devices (k micro-batches over G devices take (k+G-1)/(k·G) of the sequential
 time); a single micro-batch (pp512) gets no overlap. Weights of CPU-resident blocks cross PCIe once
-per micro-batch (ggml offloads big matmuls to the GPU). η, t_fixed, t_moe, ε, MFU are per backend
+per micro-batch (ggml offloads big matmuls to the GPU). η, t_fixed (and on CUDA the t_fixed of GPUs that
+run without CUDA graphs), t_moe, ε, MFU, m½, κ are per backend
 (fitted hierarchically: each drawn towards the constants of all backends together), φ/ψ per quant
 kernel family, all fitted on published benchmarks (catalogs/data/speed_calibration.json,
 scripts/speed_accuracy.py reports leave-one-source-out error).
@@ -47,9 +50,6 @@ PCIE4_X16_GBS = 31.5
 # All-reduce latency per call, midpoints of FORMULAS §4.5's ranges [estimate]:
 # NVLink 10–30 µs, PCIe without P2P 50–150 µs. Two all-reduces per layer per step.
 ALLREDUCE_US = {"nvlink": 20.0, "pcie": 100.0}
-# FORMULAS §4.1: new/unusual architectures (recurrent / gated-delta-net layers) on llama.cpp
-# run well under the bandwidth roofline until kernels mature: "apply an extra 0.5×" [estimate].
-NEW_ARCH_FACTOR = 0.5
 # llama.cpp's default logical batch (-b 2048, common/common.h n_batch): the micro-batches of one
 # n_batch are what its pipeline parallelism overlaps across devices.
 DEFAULT_N_BATCH = 2048
@@ -67,6 +67,9 @@ class Efficiency:
     batch_compute: float = doc(gt=0, description="MFU of the per-token compute in batched decode")
     fixed_ms: float = doc(ge=0, description="per decode step of a 32-block model (scales with blocks): launches, "
                                             "sync, sampling, the per-block kernels that read no weights")
+    eager_fixed_ms: float | None = doc(default=None, ge=0, description="t_fixed where llama.cpp launches every kernel "
+                                                                       "itself instead of replaying a CUDA graph "
+                                                                       "(NVIDIA before Volta); None: as fixed_ms")
     moe_ms: float = doc(default=0.0, ge=0, description="t_moe: per-step latency of the routed-expert kernels of 32 "
                                                        "MoE blocks (router, gather, launches), on top of their reads")
     decode_compute: float = doc(default=1.0, gt=0, description="ε: MFU of one decode step's matrix-vector kernels "
@@ -74,6 +77,12 @@ class Efficiency:
                                                                 "so a chip with slow ALUs can be compute bound)")
     pipeline: float = doc(default=1.0, ge=0, le=1, description="ρ: share of the ideal layer-split pipeline overlap "
                                                                "prefill reaches over several devices")
+    half_tokens: float = doc(default=0.0, ge=0, description="m½: tokens per matrix multiply at which the prefill kernels "
+                                                            "run at half their large-batch rate (a weight tile loaded "
+                                                            "for few tokens is reused little); 0: no such loss")
+    expert_compute: float = doc(default=1.0, gt=0, description="κ: rate of the routed-expert matmuls relative to the "
+                                                               "dense ones at a large per-expert batch (routing, "
+                                                               "gathering rows by expert)")
     calibrated: bool = True
     basis: str = ""
 
@@ -139,6 +148,10 @@ class PrefillTerms:
     """A prompt's micro-batches: FLOPs of each, and the weight bytes each device reads per micro-batch."""
 
     chunk_flops: list[float]
+    chunk_tokens: list[int] = doc(default_factory=list, description="prompt tokens of each micro-batch")
+    chunk_expert_flops: list[float] = doc(default_factory=list, description="the routed experts' share of chunk_flops")
+    expert_fraction: float = doc(default=0.0, description="k/E: a routed expert's matmuls see this share of a "
+                                                          "micro-batch's tokens")
     device_weights: list[float]
     cpu_weights: float
     chunks_per_batch: int
@@ -199,6 +212,19 @@ def backend_key(engine: str, device: Device | None, backend: str | None = None) 
     return f"llama.cpp/{backend}"
 
 
+# ggml-cuda.cu (ggml_cuda_graph_set_enabled) of the pinned build: a decode step is captured once and
+# replayed as one CUDA graph, except on GPUs below GGML_CUDA_CC_VOLTA (700), which launch each kernel.
+CUDA_GRAPHS_MIN_CC = 7.0
+
+
+def cuda_graphs(device: Device) -> bool:
+    """Whether llama.cpp's CUDA backend replays decode steps as CUDA graphs on this GPU (unknown: yes)."""
+    try:
+        return float(device.compute_capability) >= CUDA_GRAPHS_MIN_CC if device.compute_capability else True
+    except ValueError:
+        return True
+
+
 def apple_chip(device: Device) -> str | None:
     """'Apple M4 Max' from a device name or catalog key ('macbook-pro-m4-max-128gb')."""
     for text in (device.name.lower(), (device.catalog_key or "").lower()):
@@ -226,6 +252,17 @@ def matmul_params(spec: ModelSpec) -> tuple[float, float]:
         active += t.n * used if t.expert else t.n
         total += t.n
     return active, total
+
+
+@lru_cache(maxsize=256)
+def routed_params(spec: ModelSpec) -> float:
+    """Routed-expert parameters in matrix multiplies per token (k of E experts), memoized per spec."""
+    from .tensors import inventory
+
+    if not spec.moe:
+        return 0.0
+    used = spec.moe.n_experts_used / spec.moe.n_experts
+    return sum(t.n * used for t in inventory(spec) if t.expert and not (t.vision or t.mtp) and len(t.shape) >= 2)
 
 
 def _touched(spec: ModelSpec, batch: int) -> float:
@@ -325,26 +362,29 @@ def prefill_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware
         chunk = vllm_batch_defaults(devices[0].memory_bytes, devices[0].name)[0]
     else:
         chunk = st.ubatch
-    n_active = matmul_params(spec)[0]
-    flops, done = [], 0
+    n_active, n_routed = matmul_params(spec)[0], routed_params(spec)
+    flops, sizes, done = [], [], 0
     while done < tokens:
         m = min(chunk, tokens - done)
         flops.append(2 * n_active * m + _attention_flops(spec, m, depth + done))
+        sizes.append(m)
         done += m
+    chunks = dict(chunk_flops=flops, chunk_tokens=sizes, chunk_expert_flops=[2 * n_routed * m for m in sizes],
+                  expert_fraction=spec.moe.n_experts_used / spec.moe.n_experts if spec.moe else 0.0)
     if paged:
         per = (w.total - w.token_embd * (not spec.tied_embeddings)) / len(devices)
-        return PrefillTerms(chunk_flops=flops, device_weights=[per] * len(devices), cpu_weights=0.0,
-                            chunks_per_batch=1, parallel=True)
+        return PrefillTerms(device_weights=[per] * len(devices), cpu_weights=0.0, chunks_per_batch=1, parallel=True,
+                            **chunks)
     dev_w = [float(u.weights_bytes) for u in mem.per_device][:len(devices)]
     dev_w += [0.0] * (len(devices) - len(dev_w))
     cpu_w = max(0, mem.host_weights_bytes - w.token_embd) if devices else 0.0
-    return PrefillTerms(chunk_flops=flops, device_weights=dev_w, cpu_weights=float(cpu_w),
-                        chunks_per_batch=max(1, min(n_batch, tokens) // chunk), parallel=False)
+    return PrefillTerms(device_weights=dev_w, cpu_weights=float(cpu_w),
+                        chunks_per_batch=max(1, min(n_batch, tokens) // chunk), parallel=False, **chunks)
 
 
 def decode_parts(t: DecodeTerms, devices: list[Device], eff: Efficiency, quant: QuantRates, cpu: CpuRates, *,
                  ram_bw_gbs: float | None, threads: int | None, tflops: float | None, arch_factor: float = 1.0,
-                 device_tflops: list[float | None] | None = None) -> dict[str, float]:
+                 device_tflops: list[float | None] | None = None, graphs: bool = True) -> dict[str, float]:
     """Milliseconds per decode step, by cause. A device's step is its weight and KV reads or, where its
     ALUs are slower than its memory, the matrix-vector work on the weights it holds (`device_tflops`)."""
     per = []
@@ -365,13 +405,27 @@ def decode_parts(t: DecodeTerms, devices: list[Device], eff: Efficiency, quant: 
         if threads:
             bw = min(bw, threads * cpu.core_gbs)
         cpu_ms = t.cpu_bytes / (bw * 1e9 * arch_factor) * 1e3
-    overhead = eff.fixed_ms * t.n_layers / REFERENCE_LAYERS if devices else 0.0
+    fixed = eff.fixed_ms if graphs or eff.eager_fixed_ms is None else eff.eager_fixed_ms
+    overhead = fixed * t.n_layers / REFERENCE_LAYERS if devices else 0.0
     if t.parallel and len(devices) > 1:
         overhead += 2 * t.n_layers * ALLREDUCE_US[t.link] / 1e3
     compute = 0.0
     if t.batch > 1 and tflops:
         compute = t.batch * t.flops_per_token / (tflops * 1e12 * eff.batch_compute) * 1e3
     return {"GPU bandwidth": gpu, "system RAM bandwidth": cpu_ms, "per-step overhead": overhead, "compute": compute}
+
+
+def tile_flops(flops: float, expert_flops: float, tokens: int, expert_fraction: float, eff: Efficiency) -> float:
+    """A micro-batch's FLOPs as the kernels pay for them: a matmul over m tokens runs at m/(m + m½) of the
+    large-batch rate. A routed expert sees only m·k/E of the tokens (64 of 512 on a 32-expert top-4 model,
+    4 of 64 on 128 experts top-8), so MoE prefill at small micro-batches loses most of the rate; the
+    expert kernels' large-batch rate is κ of the dense one."""
+    dense = flops - expert_flops
+    per_expert = tokens * expert_fraction
+    out = dense * (tokens + eff.half_tokens) / tokens
+    if expert_flops and per_expert:
+        out += expert_flops * (per_expert + eff.half_tokens) / per_expert / eff.expert_compute
+    return out
 
 
 def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[float], eff: Efficiency,
@@ -383,7 +437,9 @@ def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[
     """
     share = sum(t.device_weights) or 1.0
     total = 0.0
-    for f in t.chunk_flops:
+    for i, f in enumerate(t.chunk_flops):
+        if t.chunk_tokens:
+            f = tile_flops(f, t.chunk_expert_flops[i], t.chunk_tokens[i], t.expert_fraction, eff)
         per = []
         for dev, tf, wb in zip(devices, device_tflops, t.device_weights):
             part = f / len(devices) if t.parallel else f * wb / share
@@ -435,9 +491,10 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     quant = calibration.quant_rates(quant_family(settings.quant))
     arch_factor = 1.0
     if spec.recurrent_layers and settings.engine in ("llama.cpp", "ollama"):
-        arch_factor = NEW_ARCH_FACTOR
-        notes.append(msg("recurrent / gated-delta-net layers: llama.cpp kernels for them run at about half the "
-                         "bandwidth roofline (FORMULAS §4.1, 0.5× until measured)"))
+        arch_factor = calibration.recurrent_factor
+        notes.append(msg("recurrent / gated-delta-net layers: llama.cpp runs these models at %(f)s× the rate of "
+                         "attention-only ones (fitted on the published runs of such models)",
+                         f=Num(arch_factor, ".2f")))
     threads = hw.cpu_threads
     terms = decode_terms(spec, weights, settings, hw, memory, cpu_expert_layers=cpu_expert_layers)
     unified = bool(ref and ref.unified_memory)
@@ -455,8 +512,14 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
         tflops = threads * cpu.core_gflops / 1e3
     if settings.batch > 1 and not tflops:
         notes.append(msg("no compute figure for this device: batched decode counted as bandwidth bound only"))
+    graphs = key != "llama.cpp/cuda" or all(cuda_graphs(d) for d in devices)
+    if not graphs and eff.eager_fixed_ms is not None:
+        notes.append(msg("no CUDA graphs on GPUs older than Volta: llama.cpp launches each kernel of a decode step, "
+                         "%(ms)s ms per step instead of %(graphs)s", ms=Num(eff.eager_fixed_ms * spec.n_layers
+                                                                          / REFERENCE_LAYERS, ".1f"),
+                         graphs=Num(eff.fixed_ms * spec.n_layers / REFERENCE_LAYERS, ".1f")))
     parts = decode_parts(terms, devices, eff, quant, cpu, ram_bw_gbs=ram_bw, threads=threads, tflops=tflops,
-                         arch_factor=arch_factor, device_tflops=dev_tflops)
+                         arch_factor=arch_factor, device_tflops=dev_tflops, graphs=graphs)
     if terms.parallel and len(devices) > 1:
         link = terms.link
         notes.append(msg("tensor parallel %(n)s over %(link)s: 2 all-reduces per layer at ~%(us)s µs each",

@@ -68,6 +68,7 @@ def _device(g: GpuReading, entry: dict[str, Any] | None, report: ProbeReport) ->
         tdp_w=entry.get("tdp_w") or g.power_limit_w,
         price_usd=entry["price_usd"] / per_board if entry.get("price_usd") else None,
         catalog_key=g.catalog_key,
+        compute_capability=g.compute_capability or entry.get("compute_capability"),
     )
 
 

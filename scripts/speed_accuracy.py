@@ -5,7 +5,9 @@
 
 The fit (FORMULAS §4) minimises Σ|log(estimate / measured)| by coordinate descent over: per backend
 group η, t_fixed, t_moe (latency of the expert kernels), ε (MFU of the decode matrix-vector kernels), prefill
-MFU, batched-decode MFU and the layer-split pipeline share ρ. It is hierarchical: the backend constants are
+MFU, m½ and κ (the prefill rate lost to few tokens per matmul and per routed expert), batched-decode MFU and
+the layer-split pipeline share ρ; on CUDA the t_fixed of runs without CUDA graphs (the run's build and GPU
+say which); one factor for recurrent / gated-delta-net models. It is hierarchical: the backend constants are
 first fitted on the points of every GPU backend together (the prior), then each backend's on its own points
 plus PRIOR_WEIGHT × its log distance from the prior, so a backend that one or two sources measure stays near
 what all backends show instead of following one publication to a bound; a backend without points takes
@@ -23,13 +25,15 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import multiprocessing
+import os
 import statistics
 import sys
 from math import exp, log
 
 from fitprobe.catalogs.speed_calibration import PATH, DeviceRate, Point, SpeedCalibration, load_calibration, point_inputs
 from fitprobe.estimator.fields import asdict, replace
-from fitprobe.estimator.speed import (NEW_ARCH_FACTOR, CpuRates, Efficiency, QuantRates, backend_key, cpu_prefill_seconds,
+from fitprobe.estimator.speed import (CpuRates, Efficiency, QuantRates, backend_key, cpu_prefill_seconds,
                                       decode_parts, decode_terms, prefill_seconds, prefill_terms, quant_family)
 
 # Bounds keep the fit physical: η ≤ 0.95 of peak; t_fixed within FORMULAS §4.1's ranges (≤ 6 ms);
@@ -38,7 +42,9 @@ from fitprobe.estimator.speed import (NEW_ARCH_FACTOR, CpuRates, Efficiency, Qua
 # ε ≥ 0.01: below it even a 4-bit 8B model on a 100 TFLOPS card would be compute bound at batch 1.
 BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "moe_ms": (0.0, 6.0), "compute": (0.03, 1.2),
           "decode_compute": (0.01, 1.0), "batch_compute": (0.03, 1.2), "q_bandwidth": (0.4, 1.6), "q_compute": (0.2, 3.0),
-          "cpu_bandwidth": (0.2, 0.95), "soc_compute": (0.1, 1.0), "core_gbs": (1.0, 40.0), "core_gflops": (2.0, 400.0)}
+          "cpu_bandwidth": (0.2, 0.95), "soc_compute": (0.1, 1.0), "core_gbs": (1.0, 40.0), "core_gflops": (2.0, 400.0),
+          "half_tokens": (0.0, 256.0), "expert_compute": (0.1, 1.5),
+          "recurrent_factor": (0.2, 1.0)}
 
 
 # FORMULAS §4.1 [estimate]: t_fixed ≈ 0.3–1 ms on CUDA with graphs, 2–3 ms on Metal. llama.cpp's CUDA
@@ -56,6 +62,19 @@ PIPELINE_PRIOR = 0.0
 PRIOR_WEIGHT = 0.3
 
 
+def ran_cuda_graphs(p: Point, devices) -> bool:
+    """Whether a published CUDA run's build replayed decode steps as CUDA graphs. They came in May 2024 for
+    Ampere and newer (llama.cpp PR 6766; on master by PR 7302, 2024-05-15); Volta and Turing joined in July
+    2026 (PR 25749, opened 2026-07-16: the gate the pinned build has); Pascal never. A point without a date
+    is a 2025+ PR build."""
+    cc = min((float(d.compute_capability) for d in devices if d.compute_capability), default=None)
+    if cc is None:
+        return True
+    if p.date is None:
+        return cc >= 7.0
+    return (cc >= 8.0 and p.date >= "2024-05") or (cc >= 7.0 and p.date >= "2026-07")
+
+
 class Case:
     """One point with everything the estimator derives from its sizing, computed once."""
 
@@ -65,7 +84,8 @@ class Case:
         ref = hw.devices[0] if hw.devices else None
         self.key = backend_key(p.engine, ref, p.backend)
         self.family = quant_family(st.quant)
-        self.arch = NEW_ARCH_FACTOR if spec.recurrent_layers and p.engine == "llama.cpp" else 1.0
+        self.recurrent = bool(spec.recurrent_layers) and p.engine == "llama.cpp"
+        self.graphs = self.key != "llama.cpp/cuda" or ran_cuda_graphs(p, hw.devices)
         if ref and ref.unified_memory:
             self.ram_bw = ref.bandwidth_gbs
         if p.kind == "decode":
@@ -78,6 +98,7 @@ class Case:
         return any(d.unified_memory and d.kind != "apple" for d in self.devices)
 
     def estimate(self, cal: SpeedCalibration) -> float | None:
+        arch = cal.recurrent_factor if self.recurrent else 1.0
         eff = cal.efficiency(self.key)
         q = cal.quant_rates(self.family)
         tf = [cal.device_tflops(d, self.key) for d in self.devices]
@@ -86,13 +107,14 @@ class Case:
             if not self.devices and self.threads:
                 tflops = self.threads * cal.cpu.core_gflops / 1e3
             parts = decode_parts(self.terms, self.devices, eff, q, cal.cpu, ram_bw_gbs=self.ram_bw,
-                                 threads=self.threads, tflops=tflops, arch_factor=self.arch, device_tflops=tf)
+                                 threads=self.threads, tflops=tflops, arch_factor=arch, device_tflops=tf,
+                                 graphs=self.graphs)
             return self.p.batch * 1e3 / sum(parts.values())
         if not self.devices:
             return self.p.tokens / cpu_prefill_seconds(self.terms, cal.cpu, self.threads)
         if not all(tf):
             return None
-        return self.p.tokens / prefill_seconds(self.terms, self.devices, tf, eff, q, arch_factor=self.arch)
+        return self.p.tokens / prefill_seconds(self.terms, self.devices, tf, eff, q, arch_factor=arch)
 
 
 def _score(cases, cal) -> float:
@@ -148,7 +170,8 @@ def _deviation(eff: Efficiency, prior: Efficiency | None) -> float:
     if prior is None:
         return 0.0
     d = sum(abs(log(getattr(eff, n) / getattr(prior, n)))
-            for n in ("bandwidth", "compute", "batch_compute", "decode_compute"))
+            for n in ("bandwidth", "compute", "batch_compute", "decode_compute", "expert_compute"))
+    d += abs(log((eff.half_tokens + 8) / (prior.half_tokens + 8)))  # tokens: 8, the narrowest matmul tile
     return d + sum(abs(log((getattr(eff, n) + 1) / (getattr(prior, n) + 1))) for n in ("fixed_ms", "moe_ms"))
 
 
@@ -170,14 +193,17 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
     dec = [c for c in g if c.p.kind == "decode"]
     one = [c for c in dec if c.p.batch == 1]
     moe = [c for c in one if any(c.terms.device_expert)]
+    eager = [c for c in one if not c.graphs]
     pre = [c for c in g if c.p.kind == "prefill"]
+    pre_moe = [c for c in pre if c.terms.expert_fraction]
     bat = [c for c in dec if c.p.batch > 1]
     if prior is not None:  # what the backend's points cannot tell is the prior's
         unseen = {"bandwidth": not one, "fixed_ms": not one, "decode_compute": not one, "moe_ms": not moe,
-                  "compute": not pre, "batch_compute": not bat}
+                  "compute": not pre, "batch_compute": not bat,
+                  "half_tokens": not pre, "expert_compute": not pre_moe}
         for k in keys:
             cal.backends[k] = replace(cal.backends[k], **{n: getattr(prior, n) for n, u in unseen.items() if u})
-    if one:
+    for _ in range(2 if one else 0):  # η and t_fixed on a grid, then ε; twice, as the ε floor moves the grid's best
         lo, hi = BOUNDS["bandwidth"]
         best, best_s = None, None
         for e in [lo + 0.025 * i for i in range(int((hi - lo) / 0.025) + 1)]:
@@ -189,13 +215,20 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
                     best, best_s = (e, f), s
         for k in keys:
             cal.backends[k] = replace(cal.backends[k], bandwidth=best[0], fixed_ms=best[1])
-    if one:
         get, put = param("decode_compute")
         _descend_linear(lambda: log(get()), lambda v: put(exp(v)), scorer(one), *map(log, BOUNDS["decode_compute"]),
                         steps=30)
+    if eager and len(keys) == 1:  # CUDA builds or GPUs without graphs: their own t_fixed, graphs' one from the rest
+        get, put = param("eager_fixed_ms")
+        put(get() if get() is not None else get_eff().fixed_ms)
+        _descend_linear(get, put, scorer(eager), *BOUNDS["fixed_ms"], steps=30)
     if moe:
         _descend_linear(*param("moe_ms"), scorer(moe), *BOUNDS["moe_ms"], steps=30)
     if pre:
+        _descend(*param("compute"), scorer(pre), *BOUNDS["compute"])
+        _descend_linear(*param("half_tokens"), scorer(pre), *BOUNDS["half_tokens"], steps=32)
+        if pre_moe:
+            _descend(*param("expert_compute"), scorer(pre_moe), *BOUNDS["expert_compute"])
         _descend(*param("compute"), scorer(pre), *BOUNDS["compute"])
     if bat:
         _descend(*param("batch_compute"), scorer(bat), *BOUNDS["batch_compute"])
@@ -217,6 +250,7 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
     cal.quant_families = {f: QuantRates() for f in families}
     cal.cpu = CpuRates(bandwidth=0.65, core_gbs=10.0, core_gflops=50.0)
     cal.soc_compute = 1.0
+    cal.recurrent_factor = 0.5  # FORMULAS §4.1 [estimate]: where the descent starts
     cal.device_rates = device_rates(cases, cal)
     gpu_cases = [c for k in keys for c in groups[k]]
 
@@ -249,6 +283,9 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
             pre_fc = [c for c in fc if c.p.kind == "prefill" and not c.soc]  # ψ on discrete cards: SoC points
             if pre_fc:                                                       # would fold the SoC factor into it
                 _descend(*family_param(fam, "compute"), lambda pf=pre_fc: _score(pf, cal), *BOUNDS["q_compute"])
+        rec = [c for c in gpu_cases if c.recurrent]
+        if rec:
+            _descend(*top_param("recurrent_factor"), lambda: _score(rec, cal), *BOUNDS["recurrent_factor"])
         soc = [c for c in cases if c.soc and c.p.kind == "prefill"]
         if soc:
             _descend(*top_param("soc_compute"), lambda: _score(soc, cal), *BOUNDS["soc_compute"])
@@ -277,14 +314,17 @@ def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
     cal.backends = {k: replace(v, bandwidth=r(v.bandwidth), compute=r(v.compute), batch_compute=r(v.batch_compute),
                                fixed_ms=r(v.fixed_ms), moe_ms=r(v.moe_ms),
                                decode_compute=r(v.decode_compute),
-                               pipeline=r(v.pipeline))
+                               pipeline=r(v.pipeline), half_tokens=r(v.half_tokens),
+                               expert_compute=r(v.expert_compute),
+                               eager_fixed_ms=None if v.eager_fixed_ms is None else r(v.eager_fixed_ms))
                     for k, v in cal.backends.items()}
     cal.prior = replace(cal.prior, **{n: r(getattr(cal.prior, n)) for n in
                                       ("bandwidth", "compute", "batch_compute", "decode_compute", "fixed_ms", "moe_ms",
-                                       "pipeline")})
+                                       "pipeline", "half_tokens", "expert_compute")})
     cal.quant_families = {k: QuantRates(bandwidth=r(v.bandwidth), compute=r(v.compute))
                           for k, v in cal.quant_families.items()}
     cal.soc_compute = r(cal.soc_compute)
+    cal.recurrent_factor = r(cal.recurrent_factor)
     cal.cpu = replace(cal.cpu, bandwidth=r(cal.cpu.bandwidth), core_gbs=r(cal.cpu.core_gbs),
                       core_gflops=r(cal.cpu.core_gflops))
     return cal
@@ -298,10 +338,34 @@ def _stats(errs: list[float]) -> str:
     return f"median {statistics.median(e):.1%}, p90 {p90:.1%} (n={len(e)})"
 
 
+_LOSO: tuple[list[Case], SpeedCalibration | None] = ([], None)
+
+
+def _held_out(src: str) -> list[tuple[str, float | None]]:
+    """Refit without one source's points and predict them (runs in a forked worker)."""
+    cases, base = _LOSO
+    rest_cal = fit([c for c in cases if c.p.source != src], base)
+    return [(c.p.id, c.estimate(rest_cal)) for c in cases if c.p.source == src]
+
+
+def leave_one_source_out(cases: list[Case], base: SpeedCalibration, jobs: int) -> dict[str, float | None]:
+    """Each source's points predicted by a fit on every other source; sources refit side by side."""
+    global _LOSO
+    _LOSO = (cases, base)
+    sources = sorted({c.p.source for c in cases})
+    if jobs > 1:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            results = pool.map(_held_out, sources, chunksize=1)
+    else:
+        results = [_held_out(s) for s in sources]
+    return {pid: est for part in results for pid, est in part}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="refit and write the fitted constants into the JSON")
     ap.add_argument("--no-loso", action="store_true", help="skip the leave-one-source-out refits")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="refits run side by side (default: CPUs)")
     args = ap.parse_args(argv)
     base = load_calibration()
     cases = [Case(p) for p in base.points]
@@ -314,15 +378,10 @@ def main(argv=None) -> int:
         raw["cpu"] = asdict(cal.cpu)
         raw["device_rates"] = [asdict(r) for r in cal.device_rates]
         raw["soc_compute"] = cal.soc_compute
+        raw["recurrent_factor"] = cal.recurrent_factor
         PATH.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
     defines = {i for r in cal.device_rates for i in r.from_points}
-    loso: dict[str, float | None] = {}
-    if not args.no_loso:
-        for src in sorted({c.p.source for c in cases}):
-            held = [c for c in cases if c.p.source == src]
-            rest_cal = fit([c for c in cases if c.p.source != src], base)
-            for c in held:
-                loso[c.p.id] = c.estimate(rest_cal)
+    loso = {} if args.no_loso else leave_one_source_out(cases, base, args.jobs)
     errs = {"decode": [], "prefill": []}
     loso_errs = {"decode": [], "prefill": []}
     by_backend: dict[tuple[str, str], list[float]] = {}
@@ -347,11 +406,14 @@ def main(argv=None) -> int:
     for k, v in [("prior", cal.prior), *sorted(cal.backends.items())]:
         print(f"{k:<18} η {v.bandwidth:.3f}  t_fixed {v.fixed_ms:.2f} ms  t_moe {v.moe_ms:.2f} ms  "
               f"ε {v.decode_compute:.3f}  "
-              f"MFU {v.compute:.3f}  batch MFU {v.batch_compute:.3f}  ρ {v.pipeline:.2f}  ({v.basis})")
+              + (f"eager t_fixed {v.eager_fixed_ms:.2f} ms  " if v.eager_fixed_ms is not None else "") +
+              f"MFU {v.compute:.3f}  m½ {v.half_tokens:.0f}  κ {v.expert_compute:.2f}  "
+              f"batch MFU {v.batch_compute:.3f}  ρ {v.pipeline:.2f}  ({v.basis})")
     for k, q in sorted(cal.quant_families.items()):
         print(f"quant {k:<8} φ {q.bandwidth:.3f}  ψ {q.compute:.3f}")
     print(f"cpu: η {cal.cpu.bandwidth:.3f}, {cal.cpu.core_gbs:.2f} GB/s and {cal.cpu.core_gflops:.1f} GFLOPS per thread")
     print(f"SoC GPU (DGX Spark, Strix Halo) prefill MFU factor {cal.soc_compute:.3f}")
+    print(f"recurrent / gated-delta-net models on llama.cpp: {cal.recurrent_factor:.3f}x")
     for r in cal.device_rates:
         print(f"{r.gpu:<26} measured {r.tflops:.2f} effective TFLOPS ({r.backend}, {len(r.from_points)} points)")
     print()

@@ -124,3 +124,13 @@ def test_the_calibration_is_what_is_passed_in():
     mem = estimate(spec, fmt, table, s, hw, weights=w)
     assert estimate_speed(spec, w, s, hw, mem, calibration=slow).decode_tps < \
         estimate_speed(spec, w, s, hw, mem, calibration=CAL).decode_tps
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(MODELS), st.sampled_from(["RTX 4090", "RX 7900 XTX"]),
+       st.sampled_from([16, 64, 128, 256, 512, 1024]))
+def test_a_larger_micro_batch_never_slows_prefill(name, gpu, ubatch):
+    """Bigger micro-batches reuse each weight tile over more tokens (and each expert sees more of them)."""
+    dev = find_gpu(gpu).device()
+    small, large = _speed(name, dev, ubatch=ubatch), _speed(name, dev, ubatch=ubatch * 2)
+    assert large.prefill_tps >= small.prefill_tps * (1 - 1e-9)

@@ -257,3 +257,51 @@ def test_a_backend_without_points_takes_the_cross_backend_prior():
     assert not cann.calibrated and cann.bandwidth == cal.prior.bandwidth and "prior" in cann.basis
     mlx = cal.efficiency("mlx/metal")  # same Apple GPU as llama.cpp's Metal backend
     assert not mlx.calibrated and mlx.bandwidth == cal.backends["llama.cpp/metal"].bandwidth
+
+
+def test_moe_prefill_pays_for_few_tokens_per_expert():
+    """A routed expert's matmuls see ubatch·k/E tokens: 512·8/128 = 32 on Qwen3-30B-A3B, so its micro-batches
+    cost (32 + m½)/32 / κ of their FLOPs (JohannesGaessler's -ub tables, PR 15525/22298, show the loss)."""
+    from fitprobe.estimator.speed import prefill_terms, routed_params, tile_flops
+
+    spec, w, st, hw, mem, s = _run("qwen3-30b-a3b", "H100 SXM", quant="Q4_K_M", context=8192)
+    eff = s.efficiency
+    assert eff.half_tokens > 0 and 0 < eff.expert_compute <= 1.5
+    t = prefill_terms(spec, w, st, hw, mem, tokens=512, depth=0)
+    routed = 2 * routed_params(spec) * 512
+    assert t.chunk_expert_flops == [pytest.approx(routed)] and t.expert_fraction == 8 / 128
+    dense = t.chunk_flops[0] - routed
+    by_hand = dense * (512 + eff.half_tokens) / 512 + routed * (32 + eff.half_tokens) / 32 / eff.expert_compute
+    assert tile_flops(t.chunk_flops[0], routed, 512, 8 / 128, eff) == pytest.approx(by_hand)
+    # the same micro-batch shrink costs a 128-expert MoE far more than a dense model
+    loss = {}
+    for model in ("qwen3-30b-a3b", "llama-3.1-8b-instruct"):
+        *_, big = _run(model, "H100 SXM", quant="Q4_K_M", context=8192, ubatch=2048)
+        *_, small = _run(model, "H100 SXM", quant="Q4_K_M", context=8192, ubatch=128)
+        loss[model] = big.prefill_tps / small.prefill_tps
+    assert loss["qwen3-30b-a3b"] > loss["llama-3.1-8b-instruct"] > 1
+
+
+def test_gpus_before_volta_decode_without_cuda_graphs():
+    """ggml-cuda.cu of the pinned build replays a decode step as a CUDA graph only from GGML_CUDA_CC_VOLTA
+    on: a P40 (6.1) launches every kernel, which costs the eager t_fixed instead of the graph one."""
+    from fitprobe.estimator.speed import cuda_graphs
+
+    spec, w, st, hw, mem, p40 = _run("llama-2-7b-hf", "Tesla P40", quant="Q4_0", context=4096)
+    assert hw.devices[0].compute_capability == "6.1" and not cuda_graphs(hw.devices[0])
+    as_ampere = Hardware(devices=[replace(hw.devices[0], compute_capability="8.6")])
+    graphed = estimate_speed(spec, w, st, as_ampere, mem, calibration=CAL)
+    eff = p40.efficiency
+    assert eff.eager_fixed_ms is not None and eff.eager_fixed_ms > eff.fixed_ms
+    assert p40.overhead_ms == pytest.approx(eff.eager_fixed_ms) and graphed.overhead_ms == pytest.approx(eff.fixed_ms)
+    assert p40.decode_tps < graphed.decode_tps
+    assert any("CUDA graphs" in n for n in p40.notes) and not any("CUDA graphs" in n for n in graphed.notes)
+    assert cuda_graphs(find_gpu("V100 SXM2 32GB").device()) and cuda_graphs(replace(hw.devices[0], compute_capability=None))
+
+
+def test_recurrent_models_run_at_the_fitted_factor():
+    spec, w, st, hw, mem, s = _run("qwen3-next-80b-a3b-thinking", "H100 SXM", quant="Q4_K_M", context=4096)
+    assert spec.recurrent_layers and 0 < CAL.recurrent_factor <= 1
+    plain = estimate_speed(spec, w, st, hw, mem, calibration=replace(CAL, recurrent_factor=1.0))
+    assert s.decode_tps < plain.decode_tps and s.prefill_tps < plain.prefill_tps
+    assert any(f"{CAL.recurrent_factor:.2f}×" in n for n in s.notes)
