@@ -22,9 +22,9 @@ GIB = 1 << 30
 # MLX has no published point: it runs on the same Apple GPU as llama.cpp's Metal backend and borrows its fit.
 # Any other backend without points takes the cross-backend prior (both marked uncalibrated in the output).
 FALLBACK = {"mlx/metal": "llama.cpp/metal"}
-# FORMULAS §4.1/§4.2 [estimate]: CPU decode 0.5–0.8 of measured bandwidth, prefill 0.3–0.6 of peak.
 # The K-quants are the reference kernel family (φ = ψ = 1); the fit asks for them a million times.
 K_QUANTS = QuantRates()
+# FORMULAS §4.1/§4.2 [estimate]: CPU decode 0.5–0.8 of measured bandwidth, prefill 0.3–0.6 of peak.
 CPU_DEFAULT = CpuRates(bandwidth=0.65, core_gbs=10.0, core_gflops=50.0, calibrated=False,
                        basis="midpoint of FORMULAS §4.1 (η 0.5–0.8); per-core rates not fitted")
 
