@@ -33,8 +33,9 @@ from math import exp, log
 
 from fitprobe.catalogs.speed_calibration import PATH, DeviceRate, Point, SpeedCalibration, load_calibration, point_inputs
 from fitprobe.estimator.fields import asdict, replace
-from fitprobe.estimator.speed import (CpuRates, Efficiency, QuantRates, backend_key, cpu_prefill_seconds,
-                                      decode_parts, decode_terms, prefill_seconds, prefill_terms, quant_family)
+from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, QuantRates, backend_key,
+                                     cpu_prefill_seconds, decode_parts, decode_terms, prefill_seconds, prefill_terms,
+                                     quant_family)
 
 # Bounds keep the fit physical: η ≤ 0.95 of peak; t_fixed within FORMULAS §4.1's ranges (≤ 6 ms);
 # MFU ≤ 1.2 of the catalog's dense FP16 figure (AMD's dual-issue figures make > 1 impossible, NVIDIA
@@ -71,8 +72,8 @@ def ran_cuda_graphs(p: Point, devices) -> bool:
     if cc is None:
         return True
     if p.date is None:
-        return cc >= 7.0
-    return (cc >= 8.0 and p.date >= "2024-05") or (cc >= 7.0 and p.date >= "2026-07")
+        return cc >= CUDA_GRAPHS_MIN_CC
+    return (cc >= 8.0 and p.date >= "2024-05") or (cc >= CUDA_GRAPHS_MIN_CC and p.date >= "2026-07")
 
 
 class Case:
