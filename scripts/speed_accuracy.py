@@ -34,8 +34,8 @@ from math import exp, log
 from fitprobe.catalogs.speed_calibration import PATH, DeviceRate, Point, SpeedCalibration, load_calibration, point_inputs
 from fitprobe.estimator.fields import asdict, replace
 from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, QuantRates, backend_key,
-                                     cpu_prefill_seconds, decode_parts, decode_terms, prefill_seconds, prefill_terms,
-                                     quant_family)
+                                      cpu_prefill_seconds, decode_parts, decode_terms, prefill_seconds, prefill_terms,
+                                      quant_family)
 
 # Bounds keep the fit physical: η ≤ 0.95 of peak; t_fixed within FORMULAS §4.1's ranges (≤ 6 ms);
 # MFU ≤ 1.2 of the catalog's dense FP16 figure (AMD's dual-issue figures make > 1 impossible, NVIDIA
