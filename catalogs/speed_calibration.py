@@ -14,7 +14,7 @@ from dataclasses import field
 from fitprobe.catalogs.validated import load_json_file
 from fitprobe.estimator.fields import doc, record, replace
 from fitprobe.estimator.hardware import Device
-from fitprobe.estimator.speed import CpuRates, Efficiency, QuantRates, apple_chip
+from fitprobe.estimator.speed import CpuRates, Efficiency, QuantRates, apple_chip, chip_key
 
 PATH = Path(__file__).parent / "data" / "speed_calibration.json"
 GIB = 1 << 30
@@ -65,6 +65,22 @@ class DeviceRate:
 
 
 @record
+class DeviceFactor:
+    """What one chip reaches on one backend relative to that backend's constants, fitted on its own runs.
+
+    Chips on one backend differ in the share of their bandwidth and compute a kernel reaches (an M1 Max GPU
+    cannot stream its 400 GB/s, Alchemist Arc cards run SYCL's matrix-vector kernels far below Battlemage);
+    each factor is drawn towards 1 by how many sources measured the chip, so one publication moves it little."""
+
+    chip: str = doc(description="catalog key, or the Apple chip ('Apple M1 Max') for every Mac carrying it")
+    backend: str
+    bandwidth: float = doc(default=1.0, gt=0, description="× the backend's η in decode")
+    compute: float = doc(default=1.0, gt=0, description="× the backend's prefill MFU")
+    points: int
+    sources: int
+
+
+@record
 class ChipCompute:
     """Apple GPU shader TFLOPS (FP16 matmuls run at the FP32 rate on Apple GPUs)."""
 
@@ -87,6 +103,7 @@ class SpeedCalibration:
     cpu: CpuRates = field(default_factory=lambda: CPU_DEFAULT)
     apple_compute: list[ChipCompute] = field(default_factory=list)
     device_rates: list[DeviceRate] = field(default_factory=list)
+    device_factors: list[DeviceFactor] = field(default_factory=list)
     soc_compute: float = doc(default=1.0, gt=0, le=1.5,
                              description="prefill MFU of a power-shared SoC GPU (DGX Spark, Strix Halo) relative "
                                          "to a discrete card on the same backend")
@@ -107,6 +124,19 @@ class SpeedCalibration:
                                                                   fixed_ms=1.0)
         return replace(base, calibrated=False, basis="uses the llama.cpp/cuda fit")
 
+    def device_factor(self, device: Device, backend: str) -> DeviceFactor | None:
+        factors = self.device_factors
+        if getattr(self, "_index_of", None) is not factors or len(self._index) != len(factors):
+            self._index = {(f.chip, f.backend): i for i, f in enumerate(factors)}  # the fit asks millions of times
+            self._index_of = factors
+        i = self._index.get((chip_key(device), backend))
+        return factors[i] if i is not None else None
+
+    def device_bandwidth(self, device: Device, backend: str) -> float:
+        """The chip's measured bandwidth share relative to the backend's η (1 without a factor)."""
+        f = self.device_factor(device, backend)
+        return f.bandwidth if f else 1.0
+
     def quant_rates(self, family: str) -> QuantRates:
         return self.quant_families.get(family) or K_QUANTS
 
@@ -116,14 +146,16 @@ class SpeedCalibration:
         A non-Apple unified-memory SoC (DGX Spark, Strix Halo) shares one power budget between CPU and
         GPU and clocks its GPU down under sustained matmuls: its catalog peak is scaled by `soc_compute`
         (FORMULAS §4.2: AMD iGPU MFU 0.15–0.3 against 0.4–0.7 on discrete cards)."""
+        f = self.device_factor(device, backend)
+        own = f.compute if f else 1.0
         if device.fp16_tflops:
             soc = device.unified_memory and device.kind != "apple"
-            return device.fp16_tflops * (self.soc_compute if soc else 1.0)
+            return device.fp16_tflops * (self.soc_compute if soc else 1.0) * own
         if device.kind == "apple":
             chip = apple_chip(device)
             for c in self.apple_compute:
                 if c.chip == chip:
-                    return c.tflops
+                    return c.tflops * own
         eff = self.efficiency(backend)
         for rate in self.device_rates:
             if rate.gpu == device.catalog_key and rate.backend == backend:

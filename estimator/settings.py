@@ -21,6 +21,23 @@ ENGINE_KV_DTYPES: dict[str, tuple[str, ...]] = {
     "sglang": ("auto", "f16", "bf16", "fp8"),
     "mlx": ("f16", "bf16", "q8_0", "q4_0"),
 }
+# The oldest NVIDIA compute capability each engine runs on: vLLM's GPU requirements ("compute capability 7.0
+# or higher", docs.vllm.ai getting_started/installation/gpu), SGLang's quickstart ("sm75 and above").
+MIN_CUDA_CC = {"vllm": 7.0, "sglang": 7.5}
+
+
+def too_old_for(engine: str, hw) -> str | None:
+    """The first NVIDIA GPU whose compute capability is below what `engine` runs on, by name (None: all run it)."""
+    need = MIN_CUDA_CC.get(engine)
+    for d in hw.devices if need else ():
+        try:
+            if d.compute_capability and float(d.compute_capability) < need:
+                return d.name
+        except ValueError:  # AMD's "gfx1100"
+            continue
+    return None
+
+
 _KV_ALIASES = {"fp16": "f16", "float16": "f16", "bfloat16": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
                "q8": "q8_0", "int8": "q8_0", "q4": "q4_0", "int4": "q4_0"}
 

@@ -225,9 +225,20 @@ def cuda_graphs(device: Device) -> bool:
         return True
 
 
+def chip_key(device: Device) -> str | None:
+    """The chip a device's measured efficiency belongs to: 'Apple M2 Ultra' for every Mac that carries one,
+    else its catalog key (None: a device the catalog does not know)."""
+    return apple_chip(device) if device.kind == "apple" else device.catalog_key
+
+
 def apple_chip(device: Device) -> str | None:
     """'Apple M4 Max' from a device name or catalog key ('macbook-pro-m4-max-128gb')."""
-    for text in (device.name.lower(), (device.catalog_key or "").lower()):
+    return _apple_chip(device.name, device.catalog_key)
+
+
+@lru_cache(maxsize=512)
+def _apple_chip(name: str, catalog_key: str | None) -> str | None:
+    for text in (name.lower(), (catalog_key or "").lower()):
         m = re.search(r"\bm(\d+)(?:[ -](pro|max|ultra))?\b", text)
         if m:
             return f"Apple M{m.group(1)}" + (f" {m.group(2).title()}" if m.group(2) else "")
@@ -384,13 +395,17 @@ def prefill_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware
 
 def decode_parts(t: DecodeTerms, devices: list[Device], eff: Efficiency, quant: QuantRates, cpu: CpuRates, *,
                  ram_bw_gbs: float | None, threads: int | None, tflops: float | None, arch_factor: float = 1.0,
-                 device_tflops: list[float | None] | None = None, graphs: bool = True) -> dict[str, float]:
+                 device_tflops: list[float | None] | None = None, device_bandwidth: list[float] | None = None,
+                 graphs: bool = True) -> dict[str, float]:
     """Milliseconds per decode step, by cause. A device's step is its weight and KV reads or, where its
-    ALUs are slower than its memory, the matrix-vector work on the weights it holds (`device_tflops`)."""
+    ALUs are slower than its memory, the matrix-vector work on the weights it holds (`device_tflops`).
+    `device_bandwidth`: each device's measured bandwidth share relative to its backend's η (1: as η)."""
     per = []
     experts = sum(t.device_expert) or 1.0
     for i, (dev, dense, expert) in enumerate(zip(devices, t.device_dense, t.device_expert)):
         bw = dev.bandwidth_gbs * 1e9 * eff.bandwidth * quant.bandwidth * arch_factor
+        if device_bandwidth:
+            bw *= device_bandwidth[i]
         blocks = t.n_moe_layers if t.parallel else t.n_moe_layers * expert / experts  # blocks this device holds
         latency = eff.moe_ms * blocks / REFERENCE_LAYERS if expert else 0.0
         ms = (dense + expert) / bw * 1e3
@@ -429,7 +444,8 @@ def tile_flops(flops: float, expert_flops: float, tokens: int, expert_fraction: 
 
 
 def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[float], eff: Efficiency,
-                    quant: QuantRates, *, arch_factor: float = 1.0) -> float:
+                    quant: QuantRates, *, arch_factor: float = 1.0,
+                    device_bandwidth: list[float] | None = None) -> float:
     """A prompt's prefill time: each micro-batch compute- or weight-read-bound per device.
 
     Layer split over G devices: the k micro-batches of one n_batch overlap as a pipeline, ideally
@@ -441,10 +457,11 @@ def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[
         if t.chunk_tokens:
             f = tile_flops(f, t.chunk_expert_flops[i], t.chunk_tokens[i], t.expert_fraction, eff)
         per = []
-        for dev, tf, wb in zip(devices, device_tflops, t.device_weights):
+        for j, (dev, tf, wb) in enumerate(zip(devices, device_tflops, t.device_weights)):
             part = f / len(devices) if t.parallel else f * wb / share
             t_compute = part / (tf * 1e12 * eff.compute * quant.compute * arch_factor)
-            t_read = wb / (dev.bandwidth_gbs * 1e9 * eff.bandwidth * quant.bandwidth * arch_factor)
+            bw_share = device_bandwidth[j] if device_bandwidth else 1.0
+            t_read = wb / (dev.bandwidth_gbs * 1e9 * eff.bandwidth * bw_share * quant.bandwidth * arch_factor)
             per.append(max(t_compute, t_read))
         step = max(per) if t.parallel else sum(per)
         total += step + (t.cpu_weights / (PCIE4_X16_GBS * 1e9) if t.cpu_weights else 0.0) + eff.fixed_ms / 1e3
@@ -505,6 +522,13 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     if terms.cpu_bytes and not threads:
         notes.append(msg("CPU core count unknown: the RAM bandwidth is taken as reachable"))
     dev_tflops = [calibration.device_tflops(d, key) for d in devices]
+    dev_bw = [calibration.device_bandwidth(d, key) for d in devices]
+    for f in {f.chip: f for f in (calibration.device_factor(d, key) for d in devices) if f}.values():
+        if max(abs(f.bandwidth - 1), abs(f.compute - 1)) >= 0.02:
+            notes.append(msg("%(chip)s on %(key)s: %(bw)s× the backend's bandwidth share in decode and %(c)s× its "
+                             "prefill compute share, as measured on this chip (%(points)s runs, %(sources)s sources)",
+                             chip=f.chip, key=key, bw=Num(f.bandwidth, ".2f"), c=Num(f.compute, ".2f"),
+                             points=f.points, sources=f.sources))
     tflops = None
     if devices and all(dev_tflops):
         tflops = sum(dev_tflops) if terms.parallel else min(dev_tflops)
@@ -519,7 +543,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                                                                           / REFERENCE_LAYERS, ".1f"),
                          graphs=Num(eff.fixed_ms * spec.n_layers / REFERENCE_LAYERS, ".1f")))
     parts = decode_parts(terms, devices, eff, quant, cpu, ram_bw_gbs=ram_bw, threads=threads, tflops=tflops,
-                         arch_factor=arch_factor, device_tflops=dev_tflops, graphs=graphs)
+                         arch_factor=arch_factor, device_tflops=dev_tflops, device_bandwidth=dev_bw, graphs=graphs)
     if terms.parallel and len(devices) > 1:
         link = terms.link
         notes.append(msg("tensor parallel %(n)s over %(link)s: 2 all-reduces per layer at ~%(us)s µs each",
@@ -534,7 +558,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     pt = prefill_terms(spec, weights, settings, hw, memory, tokens=prompt_tokens, depth=prompt_depth,
                        n_batch=n_batch)
     if devices and all(dev_tflops):
-        t_pp = prefill_seconds(pt, devices, dev_tflops, eff, quant, arch_factor=arch_factor)
+        t_pp = prefill_seconds(pt, devices, dev_tflops, eff, quant, arch_factor=arch_factor, device_bandwidth=dev_bw)
         prefill, ttft = prompt_tokens / t_pp, t_pp * 1e3
     elif not devices and threads:
         t_pp = cpu_prefill_seconds(pt, cpu, threads)

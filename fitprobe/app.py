@@ -16,7 +16,7 @@ from fitprobe.estimator.hardware import Device, Hardware
 from fitprobe.estimator.message import Num, join, msg
 from fitprobe.estimator.plan import PlanResult, Sizer, row_settings
 from fitprobe.estimator.quant import QuantFormat
-from fitprobe.estimator.settings import ENGINE_KV_DTYPES, RunSettings
+from fitprobe.estimator.settings import ENGINE_KV_DTYPES, MIN_CUDA_CC, RunSettings, too_old_for
 from fitprobe.estimator.tensors import param_counts
 from fitprobe.i18n import N_
 
@@ -166,6 +166,10 @@ def check_settings(st: RunSettings, fmt: QuantFormat, hw: Hardware) -> None:
                              engine=st.engine, name=fmt.name))
     if st.engine in ("vllm", "sglang") and any(d.kind == "apple" for d in hw.devices):
         raise UsageError(msg("%(engine)s does not run on Apple silicon; use llama.cpp or mlx", engine=st.engine))
+    old = too_old_for(st.engine, hw)
+    if old:
+        raise UsageError(msg("%(engine)s needs an NVIDIA GPU of compute capability %(cc)s or newer; %(gpu)s is older: "
+                             "use llama.cpp or ollama", engine=st.engine, cc=MIN_CUDA_CC[st.engine], gpu=old))
     if st.kv_cache_dtype in ("q8_0", "q4_0") and st.engine in ("llama.cpp", "ollama") and not st.flash_attention:
         raise UsageError(msg("a quantized V cache needs flash attention in llama.cpp (drop --no-flash-attn)"))
 

@@ -107,6 +107,8 @@ def render_plan(o: PlanOutput, *, full: bool = False) -> str:
                     else _("speed if it fit: decode ~%(decode)s per sequence (%(bound)s-bound)%(prefill)s"))
         lines += wrap(template % {"decode": _tps(sp.decode_tps), "bound": _(BOUND.get(sp.bound, sp.bound)),
                                   "prefill": prefill})
+        for note in sp.notes:  # what the figure assumes (uncalibrated backend, no CUDA graphs, recurrent layers)
+            lines += wrap(say(note), "      ", "    - ")
     m = o.memory
     lines.append("  " + _("weights: %(source)s; GGUF/checkpoint size %(size)s GiB") % {
         "source": say(m.weights_source), "size": gib(m.model_file_bytes)})

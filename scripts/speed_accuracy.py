@@ -31,11 +31,12 @@ import statistics
 import sys
 from math import exp, log
 
-from fitprobe.catalogs.speed_calibration import PATH, DeviceRate, Point, SpeedCalibration, load_calibration, point_inputs
+from fitprobe.catalogs.speed_calibration import (PATH, DeviceFactor, DeviceRate, Point, SpeedCalibration, load_calibration,
+                                                 point_inputs)
 from fitprobe.estimator.fields import asdict, replace
 from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, QuantRates, backend_key,
-                                      cpu_prefill_seconds, decode_parts, decode_terms, prefill_seconds, prefill_terms,
-                                      quant_family)
+                                      chip_key, cpu_prefill_seconds, decode_parts, decode_terms, prefill_seconds,
+                                      prefill_terms, quant_family)
 
 # Bounds keep the fit physical: η ≤ 0.95 of peak; t_fixed within FORMULAS §4.1's ranges (≤ 6 ms);
 # MFU ≤ 1.2 of the catalog's dense FP16 figure (AMD's dual-issue figures make > 1 impossible, NVIDIA
@@ -45,7 +46,7 @@ BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "moe_ms": (0.0, 6.0
           "decode_compute": (0.01, 1.0), "batch_compute": (0.03, 1.2), "q_bandwidth": (0.4, 1.6), "q_compute": (0.2, 3.0),
           "cpu_bandwidth": (0.2, 0.95), "soc_compute": (0.1, 1.0), "core_gbs": (1.0, 40.0), "core_gflops": (2.0, 400.0),
           "half_tokens": (0.0, 256.0), "expert_compute": (0.1, 1.5),
-          "recurrent_factor": (0.2, 1.0)}
+          "recurrent_factor": (0.2, 1.0), "chip_bandwidth": (0.25, 2.0), "chip_compute": (0.3, 3.0)}
 
 
 # FORMULAS §4.1 [estimate]: t_fixed ≈ 0.3–1 ms on CUDA with graphs, 2–3 ms on Metal. llama.cpp's CUDA
@@ -61,6 +62,7 @@ PIPELINE_PRIOR = 0.0
 # (in-sample median ≈ 0.05–0.09), over τ, the typical log spread of backends around the prior (η from 0.6 to
 # 0.93 around 0.9, t_fixed 2.4–3.6 ms: ≈ 0.2–0.3). Set from those two spreads, not searched for.
 PRIOR_WEIGHT = 0.3
+CHIPS = os.environ.get("FITPROBE_NO_CHIPS") is None
 
 
 def ran_cuda_graphs(p: Point, devices) -> bool:
@@ -87,6 +89,7 @@ class Case:
         self.family = quant_family(st.quant)
         self.recurrent = bool(spec.recurrent_layers) and p.engine == "llama.cpp"
         self.graphs = self.key != "llama.cpp/cuda" or ran_cuda_graphs(p, hw.devices)
+        self.chip = chip_key(ref) if ref else None
         if ref and ref.unified_memory:
             self.ram_bw = ref.bandwidth_gbs
         if p.kind == "decode":
@@ -103,19 +106,21 @@ class Case:
         eff = cal.efficiency(self.key)
         q = cal.quant_rates(self.family)
         tf = [cal.device_tflops(d, self.key) for d in self.devices]
+        bw = [cal.device_bandwidth(d, self.key) for d in self.devices]
         if self.p.kind == "decode":
             tflops = (sum(tf) if self.terms.parallel else min(tf)) if self.devices and all(tf) else None
             if not self.devices and self.threads:
                 tflops = self.threads * cal.cpu.core_gflops / 1e3
             parts = decode_parts(self.terms, self.devices, eff, q, cal.cpu, ram_bw_gbs=self.ram_bw,
                                  threads=self.threads, tflops=tflops, arch_factor=arch, device_tflops=tf,
-                                 graphs=self.graphs)
+                                 device_bandwidth=bw, graphs=self.graphs)
             return self.p.batch * 1e3 / sum(parts.values())
         if not self.devices:
             return self.p.tokens / cpu_prefill_seconds(self.terms, cal.cpu, self.threads)
         if not all(tf):
             return None
-        return self.p.tokens / prefill_seconds(self.terms, self.devices, tf, eff, q, arch_factor=arch)
+        return self.p.tokens / prefill_seconds(self.terms, self.devices, tf, eff, q, arch_factor=arch,
+                                               device_bandwidth=bw)
 
 
 def _score(cases, cal) -> float:
@@ -238,9 +243,50 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
         _descend_linear(*param("pipeline"), scorer(multi), 0.0, 1.0, steps=20)
 
 
+def _fit_chips(cases: list[Case], cal: SpeedCalibration) -> None:
+    """Each chip's bandwidth share (decode) and compute share (prefill) relative to its backend. A chip pays
+    PRIOR_WEIGHT × (its points per source) × |log factor|: its sources, not its points, are the independent
+    measurements (one publication's points share its build and machine), so a chip one source measured
+    moves as far as one point would."""
+    chips: dict[tuple[str, str], list[Case]] = {}
+    for c in cases:
+        if c.devices and c.chip:
+            chips.setdefault((c.chip, c.key), []).append(c)
+    index = {(f.chip, f.backend): i for i, f in enumerate(cal.device_factors)}
+
+    def param(chip, key, name, n, n_src):
+        def get():
+            i = index.get((chip, key))
+            return getattr(cal.device_factors[i], name) if i is not None else 1.0
+
+        def put(v):
+            i = index.get((chip, key))
+            if i is None:
+                index[(chip, key)] = i = len(cal.device_factors)
+                cal.device_factors.append(DeviceFactor(chip=chip, backend=key, points=n, sources=n_src))
+            cal.device_factors[i] = replace(cal.device_factors[i], **{name: v})
+        return get, put
+
+    for (chip, key), cs in sorted(chips.items()):
+        dec = [c for c in cs if c.p.kind == "decode"]
+        pre = [c for c in cs if c.p.kind == "prefill" and (c.devices[0].fp16_tflops or c.devices[0].kind == "apple")]
+        n_src = len({c.p.source for c in cs})
+        for sub, name in ((dec, "bandwidth"), (pre, "compute")):
+            if not sub:
+                continue
+            weight = PRIOR_WEIGHT * len(sub) / len({c.p.source for c in sub})
+            get, put = param(chip, key, name, len(cs), n_src)
+            lo, hi = BOUNDS[f"chip_{name}"]
+            if name == "bandwidth":  # a chip cannot stream more than its peak: η · factor ≤ 1
+                hi = min(hi, 1.0 / cal.efficiency(key).bandwidth)
+                put(min(get(), hi))
+            _descend(get, put, lambda sub=sub, get=get, w=weight: _score(sub, cal) + w * abs(log(get())), lo, hi)
+
+
 def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCalibration:
     cal = copy.deepcopy(base)
     cal.device_rates = []
+    cal.device_factors = []
     groups: dict[str, list[Case]] = {}
     for c in cases:
         groups.setdefault(c.key, []).append(c)
@@ -284,6 +330,8 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
             pre_fc = [c for c in fc if c.p.kind == "prefill" and not c.soc]  # ψ on discrete cards: SoC points
             if pre_fc:                                                       # would fold the SoC factor into it
                 _descend(*family_param(fam, "compute"), lambda pf=pre_fc: _score(pf, cal), *BOUNDS["q_compute"])
+        if CHIPS:
+            _fit_chips(gpu_cases, cal)
         rec = [c for c in gpu_cases if c.recurrent]
         if rec:
             _descend(*top_param("recurrent_factor"), lambda: _score(rec, cal), *BOUNDS["recurrent_factor"])
@@ -325,6 +373,7 @@ def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
     cal.quant_families = {k: QuantRates(bandwidth=r(v.bandwidth), compute=r(v.compute))
                           for k, v in cal.quant_families.items()}
     cal.soc_compute = r(cal.soc_compute)
+    cal.device_factors = [replace(f, bandwidth=r(f.bandwidth), compute=r(f.compute)) for f in cal.device_factors]
     cal.recurrent_factor = r(cal.recurrent_factor)
     cal.cpu = replace(cal.cpu, bandwidth=r(cal.cpu.bandwidth), core_gbs=r(cal.cpu.core_gbs),
                       core_gflops=r(cal.cpu.core_gflops))
@@ -378,6 +427,7 @@ def main(argv=None) -> int:
         raw["quant_families"] = {k: asdict(v) for k, v in sorted(cal.quant_families.items())}
         raw["cpu"] = asdict(cal.cpu)
         raw["device_rates"] = [asdict(r) for r in cal.device_rates]
+        raw["device_factors"] = [asdict(f) for f in sorted(cal.device_factors, key=lambda f: (f.backend, f.chip))]
         raw["soc_compute"] = cal.soc_compute
         raw["recurrent_factor"] = cal.recurrent_factor
         PATH.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
@@ -415,6 +465,9 @@ def main(argv=None) -> int:
     print(f"cpu: η {cal.cpu.bandwidth:.3f}, {cal.cpu.core_gbs:.2f} GB/s and {cal.cpu.core_gflops:.1f} GFLOPS per thread")
     print(f"SoC GPU (DGX Spark, Strix Halo) prefill MFU factor {cal.soc_compute:.3f}")
     print(f"recurrent / gated-delta-net models on llama.cpp: {cal.recurrent_factor:.3f}x")
+    for f in sorted(cal.device_factors, key=lambda f: (f.backend, f.chip)):
+        print(f"chip {f.chip:<24} {f.backend:<22} bandwidth ×{f.bandwidth:.3f}  compute ×{f.compute:.3f}  "
+              f"({f.points} points, {f.sources} sources)")
     for r in cal.device_rates:
         print(f"{r.gpu:<26} measured {r.tflops:.2f} effective TFLOPS ({r.backend}, {len(r.from_points)} points)")
     print()

@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 from ..hardware import Hardware
+from ..settings import too_old_for
 from .common import Flag, LaunchInput, LaunchPlan
 
 ALL_ENGINES = ("llama.cpp", "ollama", "vllm", "sglang", "mlx")
 
 
 def engines_for(hw: Hardware, engine: str | None = None) -> list[str]:
-    """`--engine` alone when given; otherwise what runs on this hardware: no vLLM/SGLang on Apple
-    or without a GPU, MLX only on Apple, only vLLM on Intel Gaudi (llama.cpp, Ollama and SGLang have no
-    Gaudi backend; vLLM runs there through the vllm-gaudi plugin, github.com/vllm-project/vllm-gaudi)."""
+    """`--engine` alone when given; otherwise what runs on this hardware: no vLLM/SGLang on Apple,
+    without a GPU or on NVIDIA GPUs older than they support (MIN_CUDA_CC), MLX only on Apple, only vLLM on
+    Intel Gaudi (llama.cpp, Ollama and SGLang have no Gaudi backend; vLLM runs there through the
+    vllm-gaudi plugin, github.com/vllm-project/vllm-gaudi)."""
     if engine:
         return [engine]
     kinds = {d.kind for d in hw.devices}
@@ -20,7 +22,7 @@ def engines_for(hw: Hardware, engine: str | None = None) -> list[str]:
         return ["llama.cpp", "ollama"]
     if "apple" in kinds:
         return ["llama.cpp", "ollama", "mlx"]
-    return ["llama.cpp", "ollama", "vllm", "sglang"]
+    return ["llama.cpp", "ollama"] + [e for e in ("vllm", "sglang") if not too_old_for(e, hw)]
 
 
 def plan_engine(engine: str, inp: LaunchInput) -> LaunchPlan:

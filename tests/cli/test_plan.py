@@ -62,6 +62,8 @@ def test_json_contract_fields():
     (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--kv-cache", "fp8"], 2, "llama.cpp does not support"),
     (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--engine", "vllm", "--kv-cache", "q4_0"], 2, "vllm"),
     (["plan", "llama-3.1-8b-instruct", "--gpu", "M4 Max 64GB", "--engine", "vllm"], 2, "Apple"),
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "Tesla P40", "--engine", "vllm"], 2, "compute capability 7.0"),
+    (["plan", "llama-3.1-8b-instruct", "--gpu", "V100 SXM2 32GB", "--engine", "sglang"], 2, "compute capability 7.5"),
     (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--gpus", "0"], 2, "--gpus"),
     (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--min-margin", "lots"], 2, "size"),
     (["plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--ctx", "1000000000000"], 2, "not a possible context"),

@@ -20,6 +20,13 @@ def test_engines_follow_hardware_and_engine_option():
     assert engines_for(make_input("qwen3-8b", "RTX 4090").hw, "vllm") == ["vllm"]
 
 
+def test_vllm_and_sglang_are_not_offered_on_gpus_older_than_they_run_on():
+    """vLLM needs compute capability 7.0 (V100 yes, P40 no), SGLang 7.5 (T4 yes, V100 no)."""
+    assert engines_for(make_input("qwen3-8b", "Tesla P40").hw) == ["llama.cpp", "ollama"]
+    assert engines_for(make_input("qwen3-8b", "V100 SXM2 32GB").hw) == ["llama.cpp", "ollama", "vllm"]
+    assert engines_for(make_input("qwen3-8b", "T4").hw) == ["llama.cpp", "ollama", "vllm", "sglang"]
+
+
 def test_mlx_raises_the_wired_limit_when_that_blocks_the_fit():
     p = mlx.plan(make_input("qwen3-235b-a22b", "M4 Max 128GB", quant="Q3_K_M", ctx=32768, engine="mlx"))
     assert p.fits and p.setup[0].startswith("sudo sysctl iogpu.wired_limit_mb=")
