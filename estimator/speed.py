@@ -22,9 +22,11 @@ of one n_batch across devices (k micro-batches over G devices take (k+G-1)/(k·G
 time); a single micro-batch (pp512) gets no overlap. Weights of CPU-resident blocks cross PCIe once
 per micro-batch (ggml offloads big matmuls to the GPU). η, t_fixed (and on CUDA the t_fixed of GPUs that
 run without CUDA graphs), t_moe, ε, MFU, m½, κ are per backend
-(fitted hierarchically: each drawn towards the constants of all backends together), φ/ψ per quant
-kernel family, all fitted on published benchmarks (catalogs/data/speed_calibration.json,
-scripts/speed_accuracy.py reports leave-one-source-out error).
+(fitted hierarchically: each drawn towards the constants of all backends together), times a chip's own
+measured share where published runs measured it (an M1 Max GPU streams less of its 400 GB/s than an
+M3 Max, an Arc A770 runs SYCL's kernels far below a B580), φ/ψ per quant kernel family, all fitted
+on published benchmarks (catalogs/data/speed_calibration.json, scripts/speed_accuracy.py reports
+leave-one-source-out error).
 """
 from __future__ import annotations
 
@@ -523,12 +525,16 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
         notes.append(msg("CPU core count unknown: the RAM bandwidth is taken as reachable"))
     dev_tflops = [calibration.device_tflops(d, key) for d in devices]
     dev_bw = [calibration.device_bandwidth(d, key) for d in devices]
-    for f in {f.chip: f for f in (calibration.device_factor(d, key) for d in devices) if f}.values():
-        if max(abs(f.bandwidth - 1), abs(f.compute - 1)) >= 0.02:
-            notes.append(msg("%(chip)s on %(key)s: %(bw)s× the backend's bandwidth share in decode and %(c)s× its "
-                             "prefill compute share, as measured on this chip (%(points)s runs, %(sources)s sources)",
-                             chip=f.chip, key=key, bw=Num(f.bandwidth, ".2f"), c=Num(f.compute, ".2f"),
-                             points=f.points, sources=f.sources))
+    chips = {}
+    for d in devices:
+        f = calibration.device_factor(d, key)
+        if f and max(abs(f.bandwidth - 1), abs(f.compute - 1)) >= 0.02:
+            chips.setdefault(f.chip, (d.name if d.kind != "apple" else f.chip, f))
+    for name, f in chips.values():
+        notes.append(msg("%(chip)s on %(key)s: %(bw)s× the backend's bandwidth share in decode and %(c)s× its prefill "
+                         "compute share, as measured on this chip (runs: %(points)s, sources: %(sources)s)",
+                         chip=name, key=key, bw=Num(f.bandwidth, ".2f"), c=Num(f.compute, ".2f"),
+                         points=f.points, sources=f.sources))
     tflops = None
     if devices and all(dev_tflops):
         tflops = sum(dev_tflops) if terms.parallel else min(dev_tflops)

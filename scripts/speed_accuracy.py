@@ -11,8 +11,9 @@ say which); one factor for recurrent / gated-delta-net models. It is hierarchica
 first fitted on the points of every GPU backend together (the prior), then each backend's on its own points
 plus PRIOR_WEIGHT × its log distance from the prior, so a backend that one or two sources measure stays near
 what all backends show instead of following one publication to a bound; a backend without points takes
-the prior. Per quant kernel family φ (decode) and ψ (prefill) relative to
-the K-quants; one prefill factor for power-shared SoC GPUs (DGX Spark, Strix Halo); for CPUs η_cpu, GB/s
+the prior. Under the backend, each chip's bandwidth and compute share (device_factors) the same way: drawn
+towards 1 by PRIOR_WEIGHT × its points per source, so a chip one source measured moves as one point would.
+Per quant kernel family φ (decode) and ψ (prefill) relative to the K-quants; one prefill factor for power-shared SoC GPUs (DGX Spark, Strix Halo); for CPUs η_cpu, GB/s
 and GFLOPS per thread. Devices with no TFLOPS figure and no Apple shader rate get an effective rate
 measured on their own prefill points. Leave-one-source-out refits everything without the points of one
 source (one PR, one issue, one benchmark page) and predicts them: how the model does on a publication it
@@ -46,7 +47,7 @@ BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "moe_ms": (0.0, 6.0
           "decode_compute": (0.01, 1.0), "batch_compute": (0.03, 1.2), "q_bandwidth": (0.4, 1.6), "q_compute": (0.2, 3.0),
           "cpu_bandwidth": (0.2, 0.95), "soc_compute": (0.1, 1.0), "core_gbs": (1.0, 40.0), "core_gflops": (2.0, 400.0),
           "half_tokens": (0.0, 256.0), "expert_compute": (0.1, 1.5),
-          "recurrent_factor": (0.2, 1.0), "chip_bandwidth": (0.25, 2.0), "chip_compute": (0.3, 3.0)}
+          "recurrent_factor": (0.2, 1.0), "chip_bandwidth": (0.25, 2.0), "chip_compute": (0.1, 3.0)}
 
 
 # FORMULAS §4.1 [estimate]: t_fixed ≈ 0.3–1 ms on CUDA with graphs, 2–3 ms on Metal. llama.cpp's CUDA
@@ -62,7 +63,6 @@ PIPELINE_PRIOR = 0.0
 # (in-sample median ≈ 0.05–0.09), over τ, the typical log spread of backends around the prior (η from 0.6 to
 # 0.93 around 0.9, t_fixed 2.4–3.6 ms: ≈ 0.2–0.3). Set from those two spreads, not searched for.
 PRIOR_WEIGHT = 0.3
-CHIPS = os.environ.get("FITPROBE_NO_CHIPS") is None
 
 
 def ran_cuda_graphs(p: Point, devices) -> bool:
@@ -330,8 +330,7 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
             pre_fc = [c for c in fc if c.p.kind == "prefill" and not c.soc]  # ψ on discrete cards: SoC points
             if pre_fc:                                                       # would fold the SoC factor into it
                 _descend(*family_param(fam, "compute"), lambda pf=pre_fc: _score(pf, cal), *BOUNDS["q_compute"])
-        if CHIPS:
-            _fit_chips(gpu_cases, cal)
+        _fit_chips(gpu_cases, cal)
         rec = [c for c in gpu_cases if c.recurrent]
         if rec:
             _descend(*top_param("recurrent_factor"), lambda: _score(rec, cal), *BOUNDS["recurrent_factor"])

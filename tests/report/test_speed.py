@@ -33,9 +33,36 @@ def test_decode_is_bytes_over_bandwidth_plus_fixed():
     eff = s.efficiency
     read = sum(w.per_layer) + w.output + mem.kv.total  # dense: every block, the head and the KV
     assert s.bytes_per_token == pytest.approx(read, rel=1e-6)
-    t_ms = read / (1008e9 * eff.bandwidth) * 1e3 + eff.fixed_ms
+    chip = CAL.device_bandwidth(hw.devices[0], s.backend)  # the RTX 4090's measured share on CUDA
+    t_ms = read / (1008e9 * eff.bandwidth * chip) * 1e3 + eff.fixed_ms
     assert s.decode_tps == pytest.approx(1e3 / t_ms, rel=1e-6)
     assert s.bound == "GPU bandwidth" and s.cpu_bytes_per_token == 0
+
+
+def test_a_chip_reads_and_computes_at_its_measured_share():
+    """A chip's factor scales its backend's η in decode and its MFU in prefill, says so in a note, and every
+    Mac carrying one Apple chip shares that chip's factor."""
+    import copy
+
+    from fitprobe.catalogs.speed_calibration import DeviceFactor
+    from fitprobe.estimator.speed import chip_key
+
+    cal = copy.deepcopy(CAL)
+    cal.device_factors = [DeviceFactor(chip="rtx-4090", backend="llama.cpp/cuda", bandwidth=0.5, compute=0.25,
+                                       points=3, sources=2)]
+    spec, w, st, hw, mem, _ = _run("llama-3.1-8b-instruct", "RTX 4090", context=4096)
+    half = estimate_speed(spec, w, st, hw, mem, calibration=cal)
+    cal.device_factors = []
+    plain = estimate_speed(spec, w, st, hw, mem, calibration=cal)
+    assert half.gpu_ms == pytest.approx(2 * plain.gpu_ms, rel=1e-9) and half.overhead_ms == plain.overhead_ms
+    assert half.prefill_tps < plain.prefill_tps / 3  # compute bound at 512-token micro-batches: ~4x slower
+    assert any("RTX 4090 on llama.cpp/cuda: 0.50" in n and "(runs: 3, sources: 2)" in n for n in half.notes)
+    assert not any("as measured on this chip" in n for n in plain.notes)
+    from fitprobe.catalogs.gpus import load_gpus
+
+    macs = [e.device() for e in load_gpus() if e.key in ("apple-m2-ultra-64gb", "mac-studio-m2-ultra-192gb")]
+    assert len(macs) == 2
+    assert {chip_key(d) for d in macs} == {"Apple M2 Ultra"}
 
 
 def test_prefill_and_ttft_from_compute():
@@ -184,8 +211,8 @@ def test_calibration_points_have_sources_and_accuracy_target():
         if est is None:
             continue  # no compute figure for the device until a refit measures one (the script counts these apart)
         errors[p.kind].append(abs(est / p.tps - 1))
-    # in-sample medians of the bundled fit on 284 points / 57 sources: 7.9 % and 12.2 % (scripts/speed_accuracy.py
-    # prints them and the held-out ones); a refit that fits its own points worse fails here
+    # in-sample medians of the bundled fit on 345 points / 65 sources: 4.8 % and 10.0 % (scripts/speed_accuracy.py
+    # prints them and the held-out ones); a refit that fits its own points worse than 8 % / 15 % fails here
     assert statistics.median(errors["decode"]) <= 0.08
     assert statistics.median(errors["prefill"]) <= 0.15
 
@@ -205,11 +232,13 @@ def test_vllm_dense_single_stream_is_in_the_published_range():
 def test_soc_gpus_prefill_at_the_fitted_share_of_their_catalog_peak():
     cal = load_calibration()
     spark, strix = find_gpu("DGX Spark").device(), find_gpu("Ryzen AI Max+ 395 128GB").device()
-    for dev in (spark, strix):
-        assert cal.device_tflops(dev, "llama.cpp/cuda") == pytest.approx(dev.fp16_tflops * cal.soc_compute)
+    for dev, key in ((spark, "llama.cpp/cuda"), (strix, "llama.cpp/hip")):
+        chip = cal.device_factor(dev, key)  # and the chip's own measured share, where it has one
+        assert cal.device_tflops(dev, key) == pytest.approx(dev.fp16_tflops * cal.soc_compute
+                                                            * (chip.compute if chip else 1.0))
     assert cal.soc_compute < 1  # power-shared SoCs reach less of their peak than discrete cards
     card = find_gpu("RTX 4090").device()
-    assert cal.device_tflops(card, "llama.cpp/cuda") == card.fp16_tflops
+    assert cal.device_tflops(card, "llama.cpp/cuda") == card.fp16_tflops * cal.device_factor(card, "llama.cpp/cuda").compute
 
 
 def test_moe_expert_kernels_add_their_latency_dense_models_do_not():
