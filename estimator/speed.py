@@ -3,10 +3,11 @@
 Decode reads, per step, every weight that takes part (routed experts: the share a batch of B
 sequences touches, E·(1-(1-k/E)^B)) plus each sequence's KV cache, once:
     t_step = Σ_devices max((dense_d + experts_d) / (BW_d · η · φ_quant), 2·P_d / (TFLOPS_d · ε))
-             + t_moe · L_moe,d / 32 + bytes_cpu / BW_cpu + t_fixed · L / 32
+             + t_moe · L_moe,d / 32 + bytes_cpu / BW_cpu + t_fixed · K / 290
              + B · 2·N_active / (TFLOPS · MFU_batch)   (B > 1: batched decode turns compute bound)
              + tensor parallel: 2 · L · t_allreduce (NVLink or PCIe)
-P_d is the weights device d holds that the step reads: dequantising and multiplying them is ALU work
+K counts the weight matrices and norm vectors the step applies (290 on Llama-2-7B), the small kernels
+whose launches and tails t_fixed stands for. P_d is the weights device d holds that the step reads: dequantising and multiplying them is ALU work
 that a chip with slow ALUs for its bandwidth (an M1 Max) cannot hide behind the reads. t_moe is the
 router/gather/expert-launch latency of 32 MoE blocks, on top of their reads.
 llama.cpp's default layer split runs the devices one after another, so their times add; vLLM/SGLang
@@ -55,8 +56,12 @@ ALLREDUCE_US = {"nvlink": 20.0, "pcie": 100.0}
 # llama.cpp's default logical batch (-b 2048, common/common.h n_batch): the micro-batches of one
 # n_batch are what its pipeline parallelism overlaps across devices.
 DEFAULT_N_BATCH = 2048
-# t_fixed is quoted for a 32-block model (Llama-2/3 7-8B); kernel launches and syncs scale with blocks.
+# t_fixed is quoted for a 32-block model (Llama-2/3 7-8B) and t_moe for 32 MoE blocks. t_fixed scales with the
+# kernels a step runs, counted as the weight matrices and norm vectors it applies (a block of small kernels costs
+# its launch and tail whatever it reads): Llama-2-7B's 225 + 65 = 290 is the reference, a Gemma-4 MoE block
+# with its pre/post norms and shared MLP beside the experts runs twice a Llama block's.
 REFERENCE_LAYERS = 32
+REFERENCE_KERNELS = 290
 BACKENDS = ("cuda", "hip", "vulkan", "metal", "sycl", "cann", "cpu")
 
 
@@ -139,6 +144,8 @@ class DecodeTerms:
     cpu_bytes: float
     flops_per_token: float
     n_layers: int
+    n_kernels: int = doc(default=0, description="weight matrices and norm vectors one step applies (the kernels "
+                                                "t_fixed scales with); 0: count by blocks")
     batch: int
     parallel: bool = doc(description="tensor parallel (devices side by side) rather than a layer split")
     link: str = "pcie"
@@ -268,6 +275,20 @@ def matmul_params(spec: ModelSpec) -> tuple[float, float]:
 
 
 @lru_cache(maxsize=256)
+def step_kernels(spec: ModelSpec) -> int:
+    """Weight matrices and norm vectors one decode step applies (the input embedding is a lookup), memoized."""
+    from .tensors import inventory
+
+    return sum(1 for t in inventory(spec) if not (t.vision or t.mtp) and t.name != "token_embd.weight"
+               and (len(t.shape) >= 2 or "norm" in t.name))
+
+
+def fixed_scale(t: "DecodeTerms") -> float:
+    """t_fixed's multiple for this step: its kernels over the reference model's (blocks over 32 if not counted)."""
+    return t.n_kernels / REFERENCE_KERNELS if t.n_kernels else t.n_layers / REFERENCE_LAYERS
+
+
+@lru_cache(maxsize=256)
 def routed_params(spec: ModelSpec) -> float:
     """Routed-expert parameters in matrix multiplies per token (k of E experts), memoized per spec."""
     from .tensors import inventory
@@ -322,7 +343,7 @@ def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware,
     params = [0.0] * len(devices)
     matmul_bytes = w.total - (0 if spec.tied_embeddings else w.token_embd)
     per_byte = matmul_params(spec)[1] / matmul_bytes if matmul_bytes > 0 else 0.0  # weights per byte of the file
-    common = dict(flops_per_token=flops, n_layers=spec.n_layers, batch=st.batch,
+    common = dict(flops_per_token=flops, n_layers=spec.n_layers, n_kernels=step_kernels(spec), batch=st.batch,
                   n_moe_layers=sum(1 for e in w.experts_per_layer if e) if spec.moe else 0)
     if not devices:
         total = sum(lw - ew + ew * touched for lw, ew in zip(w.per_layer, w.experts_per_layer)) + out_read + sum(kv)
@@ -423,7 +444,7 @@ def decode_parts(t: DecodeTerms, devices: list[Device], eff: Efficiency, quant: 
             bw = min(bw, threads * cpu.core_gbs)
         cpu_ms = t.cpu_bytes / (bw * 1e9 * arch_factor) * 1e3
     fixed = eff.fixed_ms if graphs or eff.eager_fixed_ms is None else eff.eager_fixed_ms
-    overhead = fixed * t.n_layers / REFERENCE_LAYERS if devices else 0.0
+    overhead = fixed * fixed_scale(t) if devices else 0.0
     if t.parallel and len(devices) > 1:
         overhead += 2 * t.n_layers * ALLREDUCE_US[t.link] / 1e3
     compute = 0.0
@@ -545,9 +566,8 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     graphs = key != "llama.cpp/cuda" or all(cuda_graphs(d) for d in devices)
     if not graphs and eff.eager_fixed_ms is not None:
         notes.append(msg("no CUDA graphs on GPUs older than Volta: llama.cpp launches each kernel of a decode step, "
-                         "%(ms)s ms per step instead of %(graphs)s", ms=Num(eff.eager_fixed_ms * spec.n_layers
-                                                                          / REFERENCE_LAYERS, ".1f"),
-                         graphs=Num(eff.fixed_ms * spec.n_layers / REFERENCE_LAYERS, ".1f")))
+                         "%(ms)s ms per step instead of %(graphs)s", ms=Num(eff.eager_fixed_ms * fixed_scale(terms), ".1f"),
+                         graphs=Num(eff.fixed_ms * fixed_scale(terms), ".1f")))
     parts = decode_parts(terms, devices, eff, quant, cpu, ram_bw_gbs=ram_bw, threads=threads, tflops=tflops,
                          arch_factor=arch_factor, device_tflops=dev_tflops, device_bandwidth=dev_bw, graphs=graphs)
     if terms.parallel and len(devices) > 1:

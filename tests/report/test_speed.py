@@ -334,3 +334,16 @@ def test_recurrent_models_run_at_the_fitted_factor():
     plain = estimate_speed(spec, w, st, hw, mem, calibration=replace(CAL, recurrent_factor=1.0))
     assert s.decode_tps < plain.decode_tps and s.prefill_tps < plain.prefill_tps
     assert any(f"{CAL.recurrent_factor:.2f}×" in n for n in s.notes)
+
+
+def test_fixed_step_time_scales_with_the_kernels_a_step_runs():
+    """t_fixed is quoted for Llama-2-7B's 290 weight matrices and norms; a Gemma-4 MoE block (q/k norms, pre/post
+    norms, a shared MLP beside the experts) runs about twice a Llama block's kernels and pays for them."""
+    from fitprobe.estimator.speed import REFERENCE_KERNELS, step_kernels
+
+    assert step_kernels(resolve("llama-2-7b-hf").spec) == REFERENCE_KERNELS == 290
+    gemma = resolve("gemma-4-26b-a4b-it").spec
+    assert step_kernels(gemma) / gemma.n_layers > 1.9 * REFERENCE_KERNELS / 32
+    for model in ("llama-3.1-8b-instruct", "gemma-4-26b-a4b-it"):
+        spec, *_, s = _run(model, "RTX 4090", context=4096, quant="Q4_K_M")
+        assert s.overhead_ms == pytest.approx(s.efficiency.fixed_ms * step_kernels(spec) / REFERENCE_KERNELS)
