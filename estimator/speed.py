@@ -72,8 +72,9 @@ class Efficiency:
     bandwidth: float = doc(gt=0, le=1, description="η: achieved / peak memory bandwidth in decode")
     compute: float = doc(gt=0, description="MFU: achieved / catalog dense FP16 TFLOPS in prefill")
     batch_compute: float = doc(gt=0, description="MFU of the per-token compute in batched decode")
-    fixed_ms: float = doc(ge=0, description="per decode step of a 32-block model (scales with blocks): launches, "
-                                            "sync, sampling, the per-block kernels that read no weights")
+    fixed_ms: float = doc(ge=0, description="per decode step of Llama-2-7B (scales with the weight matrices and norms "
+                                            "a step applies, 290 there): launches, sync, sampling, small kernels' "
+                                            "tails, the kernels that read no weights")
     eager_fixed_ms: float | None = doc(default=None, ge=0, description="t_fixed where llama.cpp launches every kernel "
                                                                        "itself instead of replaying a CUDA graph "
                                                                        "(NVIDIA before Volta); None: as fixed_ms")

@@ -53,7 +53,7 @@ BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "moe_ms": (0.0, 6.0
 # FORMULAS §4.1 [estimate]: t_fixed ≈ 0.3–1 ms on CUDA with graphs, 2–3 ms on Metal. llama.cpp's CUDA
 # graphs came in May 2024 and several calibration builds predate them (Jan/May 2024), and t_fixed also
 # carries the per-block kernels that read no weights (norms, RoPE, softmax): CUDA and Metal get the top
-# of those ranges, 3 ms per 32 blocks; elsewhere up to 6 ms (BOUNDS).
+# of those ranges, 3 ms per Llama-2-7B step (290 kernels); elsewhere up to 6 ms (BOUNDS).
 FIXED_MAX = {"llama.cpp/cuda": 3.0, "llama.cpp/metal": 3.0}
 # Without multi-device prefill points the pipeline overlap is unknown: none counted (the layer split
 # runs the devices one after another, FORMULAS §4.5; the published multi-GPU runs reach 0.05-0.15).
