@@ -7,8 +7,8 @@ sequences touches, E·(1-(1-k/E)^B)) plus each sequence's KV cache, once:
              + B · 2·N_active / (TFLOPS · MFU_batch)   (B > 1: batched decode turns compute bound)
              + tensor parallel: 2 · L · t_allreduce (NVLink or PCIe)
 K counts the weight matrices and norm vectors the step applies (290 on Llama-2-7B), the small kernels
-whose launches and tails t_fixed stands for. P_d is the weights device d holds that the step reads: dequantising and multiplying them is ALU work
-that a chip with slow ALUs for its bandwidth (an M1 Max) cannot hide behind the reads. t_moe is the
+whose launches and tails t_fixed stands for. P_d is the weights device d holds that the step reads:
+dequantising and multiplying them is ALU work that a chip with slow ALUs for its bandwidth (an M1 Max) cannot hide behind the reads. t_moe is the
 router/gather/expert-launch latency of 32 MoE blocks, on top of their reads.
 llama.cpp's default layer split runs the devices one after another, so their times add; vLLM/SGLang
 tensor parallel runs them side by side, so one rank's share counts. BW_cpu = min(RAM bandwidth · η_cpu,
@@ -553,8 +553,8 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
         if f and max(abs(f.bandwidth - 1), abs(f.compute - 1)) >= 0.02:
             chips.setdefault(f.chip, (d.name if d.kind != "apple" else f.chip, f))
     for name, f in chips.values():
-        notes.append(msg("%(chip)s on %(key)s: %(bw)s× the backend's bandwidth share in decode and %(c)s× its prefill "
-                         "compute share, as measured on this chip (runs: %(points)s, sources: %(sources)s)",
+        notes.append(msg("%(chip)s on %(key)s: %(bw)s× the backend's bandwidth share in decode and %(c)s× its "
+                         "prefill compute share, as measured on this chip (runs: %(points)s, sources: %(sources)s)",
                          chip=name, key=key, bw=Num(f.bandwidth, ".2f"), c=Num(f.compute, ".2f"),
                          points=f.points, sources=f.sources))
     tflops = None
@@ -567,7 +567,8 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     graphs = key != "llama.cpp/cuda" or all(cuda_graphs(d) for d in devices)
     if not graphs and eff.eager_fixed_ms is not None:
         notes.append(msg("no CUDA graphs on GPUs older than Volta: llama.cpp launches each kernel of a decode step, "
-                         "%(ms)s ms per step instead of %(graphs)s", ms=Num(eff.eager_fixed_ms * fixed_scale(terms), ".1f"),
+                         "%(ms)s ms per step instead of %(graphs)s",
+                         ms=Num(eff.eager_fixed_ms * fixed_scale(terms), ".1f"),
                          graphs=Num(eff.fixed_ms * fixed_scale(terms), ".1f")))
     parts = decode_parts(terms, devices, eff, quant, cpu, ram_bw_gbs=ram_bw, threads=threads, tflops=tflops,
                          arch_factor=arch_factor, device_tflops=dev_tflops, device_bandwidth=dev_bw, graphs=graphs)

@@ -238,7 +238,8 @@ def test_soc_gpus_prefill_at_the_fitted_share_of_their_catalog_peak():
                                                             * (chip.compute if chip else 1.0))
     assert cal.soc_compute < 1  # power-shared SoCs reach less of their peak than discrete cards
     card = find_gpu("RTX 4090").device()
-    assert cal.device_tflops(card, "llama.cpp/cuda") == card.fp16_tflops * cal.device_factor(card, "llama.cpp/cuda").compute
+    own = cal.device_factor(card, "llama.cpp/cuda").compute
+    assert cal.device_tflops(card, "llama.cpp/cuda") == card.fp16_tflops * own
 
 
 def test_moe_expert_kernels_add_their_latency_dense_models_do_not():
