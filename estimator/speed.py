@@ -145,8 +145,8 @@ class DecodeTerms:
     cpu_bytes: float
     flops_per_token: float
     n_layers: int
-    n_kernels: int = doc(default=0, description="weight matrices and norm vectors one step applies (the kernels "
-                                                "t_fixed scales with); 0: count by blocks")
+    n_kernels: int = doc(gt=0, description="weight matrices and norm vectors one step applies (the kernels "
+                                          "t_fixed scales with)")
     batch: int
     parallel: bool = doc(description="tensor parallel (devices side by side) rather than a layer split")
     link: str = "pcie"
@@ -285,8 +285,8 @@ def step_kernels(spec: ModelSpec) -> int:
 
 
 def fixed_scale(t: "DecodeTerms") -> float:
-    """t_fixed's multiple for this step: its kernels over the reference model's (blocks over 32 if not counted)."""
-    return t.n_kernels / REFERENCE_KERNELS if t.n_kernels else t.n_layers / REFERENCE_LAYERS
+    """t_fixed's multiple for this step: its kernels over the reference model's."""
+    return t.n_kernels / REFERENCE_KERNELS
 
 
 @lru_cache(maxsize=256)
