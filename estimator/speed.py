@@ -37,9 +37,10 @@ import re
 
 from fitprobe.estimator.fields import doc, record
 
+from .expert_kernels import SORTED_CALL_LAUNCHES, dequantizes, expert_matmuls, sorted_path
 from .hardware import Device, Hardware
 from .memory import MemoryBreakdown
-from .message import Num, msg
+from .message import Num, gib, msg
 from .quant import WeightBytes
 from .settings import RunSettings
 from .spec import ModelSpec
@@ -160,6 +161,10 @@ class PrefillTerms:
     chunk_flops: list[float]
     chunk_tokens: list[int] = doc(default_factory=list, description="prompt tokens of each micro-batch")
     chunk_expert_flops: list[float] = doc(default_factory=list, description="the routed experts' share of chunk_flops")
+    chunk_launches: list[float] = doc(default_factory=list, description="kernels launched one expert at a time "
+                                                                        "(llama.cpp's sorted MoE path) per micro-batch")
+    chunk_dequant_bytes: list[list[float]] = doc(default_factory=list, description="per micro-batch and device: "
+                                                 "bytes of the F16 weight copies llama.cpp's cuBLAS path writes and reads")
     expert_fraction: float = doc(default=0.0, description="k/E: a routed expert's matmuls see this share of a "
                                                           "micro-batch's tokens")
     device_weights: list[float]
@@ -284,6 +289,11 @@ def step_kernels(spec: ModelSpec) -> int:
                and (len(t.shape) >= 2 or "norm" in t.name))
 
 
+def launch_ms(eff: Efficiency) -> float:
+    """One kernel launched without a CUDA graph: the backend's eager t_fixed over the reference step's kernels."""
+    return (eff.fixed_ms if eff.eager_fixed_ms is None else eff.eager_fixed_ms) / REFERENCE_KERNELS
+
+
 def fixed_scale(t: "DecodeTerms") -> float:
     """t_fixed's multiple for this step: its kernels over the reference model's."""
     return t.n_kernels / REFERENCE_KERNELS
@@ -386,9 +396,35 @@ def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware,
                        **common)
 
 
+def _cublas_work(spec: ModelSpec, st: RunSettings, devices: list[Device], where: list[int | None],
+                 m: int) -> tuple[float, list[float]]:
+    """What llama.cpp's CUDA/HIP backend adds to a micro-batch of m tokens where its own quantized kernels
+    decline it (estimator/expert_kernels.py): launches of the MoE blocks it runs one expert at a time (m tokens
+    reach E·(1-(1-k/E)^m) experts), and per device the bytes of the F16 copies the cuBLAS path writes and reads."""
+    from .tensors import inventory
+
+    k, e = (spec.moe.n_experts_used, spec.moe.n_experts) if spec.moe else (1, 1)
+    reached = e * (1 - (1 - k / e) ** m)
+    launches, copies = 0.0, [0.0] * len(devices)
+    for t in inventory(spec):
+        if t.vision or t.mtp or t.layer is None or where[t.layer] is None or not t.quantizable:
+            continue
+        d = where[t.layer]
+        cc = devices[d].compute_capability
+        if not t.expert:
+            if dequantizes(cc, st.quant, m):
+                copies[d] += t.n * 4  # F16 copy written, then read by the GEMM
+        elif len(t.shape) == 3 and sorted_path(cc, st.quant, m, e, t.shape[1]):
+            per_launches, per_copies = expert_matmuls(cc, st.quant, m, k, e)
+            launches += SORTED_CALL_LAUNCHES + reached * per_launches
+            copies[d] += reached * per_copies * t.shape[0] * t.shape[1] * 4
+    return launches, copies
+
+
 def prefill_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, mem: MemoryBreakdown, *,
-                  tokens: int, depth: int, n_batch: int = DEFAULT_N_BATCH) -> PrefillTerms:
-    """Micro-batch FLOPs (attention grows with depth) and each device's weight bytes for a prompt."""
+                  tokens: int, depth: int, n_batch: int = DEFAULT_N_BATCH, backend: str | None = None) -> PrefillTerms:
+    """Micro-batch FLOPs (attention grows with depth) and each device's weight bytes for a prompt.
+    `backend`: llama.cpp's (default: the device's own); CUDA and HIP may run MoE blocks one expert at a time."""
     devices = hw.devices
     paged = st.engine in ("vllm", "sglang")
     if paged:
@@ -413,6 +449,11 @@ def prefill_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware
     dev_w = [float(u.weights_bytes) for u in mem.per_device][:len(devices)]
     dev_w += [0.0] * (len(devices) - len(dev_w))
     cpu_w = max(0, mem.host_weights_bytes - w.token_embd) if devices else 0.0
+    if devices and st.engine in ("llama.cpp", "ollama") and (backend or default_backend(devices[0])) in ("cuda", "hip"):
+        where = _layer_devices(spec, st, mem, len(devices))
+        work = [_cublas_work(spec, st, devices, where, m) for m in sizes]
+        if any(n or any(b) for n, b in work):
+            chunks.update(chunk_launches=[n for n, _ in work], chunk_dequant_bytes=[b for _, b in work])
     return PrefillTerms(device_weights=dev_w, cpu_weights=float(cpu_w),
                         chunks_per_batch=max(1, min(n_batch, tokens) // chunk), parallel=False, **chunks)
 
@@ -486,8 +527,13 @@ def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[
             t_compute = part / (tf * 1e12 * eff.compute * quant.compute * arch_factor)
             bw_share = device_bandwidth[j] if device_bandwidth else 1.0
             t_read = wb / (dev.bandwidth_gbs * 1e9 * eff.bandwidth * bw_share * quant.bandwidth * arch_factor)
-            per.append(max(t_compute, t_read))
+            t_copy = 0.0  # the cuBLAS path's F16 copies run before their GEMMs, not beside them
+            if t.chunk_dequant_bytes:
+                t_copy = t.chunk_dequant_bytes[i][j] / (dev.bandwidth_gbs * 1e9 * eff.bandwidth * bw_share)
+            per.append(max(t_compute, t_read) + t_copy)
         step = max(per) if t.parallel else sum(per)
+        if t.chunk_launches:  # launched eagerly from a host loop: each as one counted kernel of an eager step
+            step += t.chunk_launches[i] * launch_ms(eff) / 1e3
         total += step + (t.cpu_weights / (PCIE4_X16_GBS * 1e9) if t.cpu_weights else 0.0) + eff.fixed_ms / 1e3
     g = len(devices)
     if not t.parallel and g > 1:
@@ -584,10 +630,21 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     bound = max(parts, key=parts.get)
     prefill = ttft = None
     pt = prefill_terms(spec, weights, settings, hw, memory, tokens=prompt_tokens, depth=prompt_depth,
-                       n_batch=n_batch)
+                       n_batch=n_batch, backend=backend)
     if devices and all(dev_tflops):
         t_pp = prefill_seconds(pt, devices, dev_tflops, eff, quant, arch_factor=arch_factor, device_bandwidth=dev_bw)
         prefill, ttft = prompt_tokens / t_pp, t_pp * 1e3
+        if pt.chunk_launches and any(pt.chunk_launches):
+            notes.append(msg("llama.cpp's %(backend)s kernels do not take this model's routed experts in micro-batches "
+                             "of %(ubatch)s tokens on this GPU: it runs them one expert at a time behind two host "
+                             "synchronisations, %(n)s launches per micro-batch (%(ms)s ms of the prompt's prefill)",
+                             backend=key.split("/")[-1].upper(), ubatch=max(pt.chunk_tokens),
+                             n=Num(max(pt.chunk_launches), ",.0f"),
+                             ms=Num(sum(pt.chunk_launches) * launch_ms(eff), ",.0f")))
+        if pt.chunk_dequant_bytes and any(map(any, pt.chunk_dequant_bytes)):
+            notes.append(msg("on this GPU llama.cpp multiplies these quantized weights through cuBLAS/hipBLAS: each "
+                             "micro-batch first writes F16 copies of them (%(size)s written and read per "
+                             "micro-batch)", size=gib(max(map(sum, pt.chunk_dequant_bytes)), 1)))
     elif not devices and threads:
         t_pp = cpu_prefill_seconds(pt, cpu, threads)
         prefill, ttft = prompt_tokens / t_pp, t_pp * 1e3

@@ -95,7 +95,8 @@ class Case:
         if p.kind == "decode":
             self.terms = decode_terms(spec, w, st, hw, mem)
         else:
-            self.terms = prefill_terms(spec, w, st, hw, mem, tokens=p.tokens, depth=p.depth, n_batch=p.n_batch)
+            self.terms = prefill_terms(spec, w, st, hw, mem, tokens=p.tokens, depth=p.depth, n_batch=p.n_batch,
+                                       backend=p.backend)
 
     @property
     def soc(self) -> bool:

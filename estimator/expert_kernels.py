@@ -1,0 +1,136 @@
+"""Which kernel llama.cpp's CUDA/HIP backend runs a micro-batch's routed experts with, and what the slow one costs.
+
+ggml_cuda_mul_mat_id (ggml-cuda.cu, build b11434) multiplies all routed experts of a micro-batch in one
+grouped kernel when it can: MMVQ for a few tokens, MMQ for quantized experts (ggml_cuda_should_use_mmq,
+mmq.cu), MMF for F16/BF16 ones (ggml_cuda_should_use_mmf, mmf.cu). When none accepts the batch it takes the
+sorted path: it copies the router's choices to the host and synchronises the stream, sorts the tokens by
+expert, uploads the order and synchronises again, gathers the rows, then launches one ordinary matmul per
+expert that received tokens (quantized experts with few tokens: activation quantization + MMQ; otherwise the
+cuBLAS path: dequantize to F16, convert the activations, GEMM), and scatters the results back. A Volta GPU
+(FP16 tensor cores but no integer MMA) takes it for every quantized micro-batch of 64 tokens or more, so a
+256-expert model prefills there ~5× slower than its FLOPs say (published V100 runs, 2026).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from math import exp, lgamma, log
+
+# mmq.cuh MMQ_DP4A_MAX_BATCH_SIZE: with FP16 tensor cores but no integer MMA, MMQ only below 64 tokens.
+MMQ_DP4A_MAX_BATCH = 64
+# mmvq.cu get_mmvq_mmid_max_batch_*: up to 4-8 tokens the grouped matrix-vector kernel runs (4: the least).
+MMVQ_MIN_BATCH = 4
+# The sorted path's launches around the per-expert matmuls: the ids' copy to the host and its
+# synchronisation, the order's upload and its synchronisation, the gather and the scatter (get_rows ×2).
+SORTED_CALL_LAUNCHES = 6
+
+
+def _nvidia_cc(cc: str | None) -> float | None:
+    try:
+        return float(cc) if cc else None
+    except ValueError:
+        return None
+
+
+def _amd_gfx(cc: str | None) -> int | None:
+    """gfx1100 → 0x1100, gfx90a → 0x90a: ggml's AMD compute-capability numbers."""
+    cc = (cc or "").lower()
+    if not cc.startswith("gfx"):
+        return None
+    try:
+        return int(cc[3:], 16)
+    except ValueError:
+        return None
+
+
+def _mmq_accepts(cc_name: str | None, quant: str, tokens: int, n_experts: int) -> bool:
+    """ggml_cuda_should_use_mmq for a quantized type; `n_experts` 0 for an ordinary matmul."""
+    cc = _nvidia_cc(cc_name)
+    if cc is not None:
+        if cc >= 7.5:  # Turing integer MMA
+            return True
+        if cc < 6.1:  # no dp4a: MMQ for MoE only, from Pascal on
+            return cc >= 6.0 and n_experts > 0
+        return cc < 7.0 or tokens < MMQ_DP4A_MAX_BATCH  # FP16 tensor cores (Volta) beat dp4a MMQ on big batches
+    gfx = _amd_gfx(cc_name)
+    if gfx is None:
+        return True
+    q = quant.upper().removeprefix("UD-")
+    cdna = 0x908 <= gfx < 0x1010 and gfx not in (0x909, 0x90C)
+    if cdna:
+        if 0x942 <= gfx < 0x950:  # CDNA3: rocBLAS slow there
+            return True
+        if n_experts > 64 or tokens <= 128 or q.startswith(("Q4_0", "Q4_1", "Q5_0", "Q5_1")):
+            return True
+        return tokens <= 256 and q.startswith(("Q4_K", "Q5_K"))
+    if gfx >= 0x1200:  # RDNA4: MMQ always faster
+        return True
+    if gfx >= 0x1100:  # RDNA3: hipBLAS wins for a few types on big batches, unless many experts
+        if n_experts >= 64:
+            return True
+        if q.startswith("Q2_K"):
+            return tokens <= 128
+        if q.startswith("Q6_K"):
+            return tokens <= (128 if gfx < 0x1150 else 256)
+        if q.startswith(("IQ2_XS", "IQ2_S")):
+            return gfx >= 0x1150 or tokens <= 128
+        return True
+    if gfx in (0x900, 0x909, 0x90C):  # Vega 10 / GCN APUs: no dp4a, MMQ for MoE only
+        return n_experts > 0
+    return True
+
+
+def _mmf_accepts(cc_name: str | None, dtype: str, tokens: int, rows: int) -> bool:
+    """ggml_cuda_should_use_mmf for a mul_mat_id over F16/BF16 experts of `rows` output rows."""
+    if (rows <= 1024 and tokens > 512) or (rows > 1024 and tokens > 128):
+        return False
+    cc = _nvidia_cc(cc_name)
+    if cc is not None:
+        return cc >= 8.0 if dtype == "BF16" else cc >= 7.0
+    gfx = _amd_gfx(cc_name)
+    if gfx is None:
+        return True
+    cdna = 0x908 <= gfx < 0x1010 and gfx not in (0x909, 0x90C)
+    if cdna and 0x942 <= gfx < 0x950 and dtype == "BF16":
+        return False
+    return cdna or gfx >= 0x1100  # MFMA (CDNA) or WMMA (RDNA3/4)
+
+
+def _unquantized(quant: str) -> bool:
+    return quant.upper().removeprefix("UD-") in ("F16", "BF16", "F32", "NATIVE", "FP16")
+
+
+def sorted_path(cc: str | None, quant: str, tokens: int, n_experts: int, rows: int) -> bool:
+    """Whether a mul_mat_id of `tokens` tokens over `n_experts` experts (each `rows` output rows) takes the
+    sorted, per-expert path on a GPU of compute capability `cc` ("7.0", "gfx1100")."""
+    if tokens <= MMVQ_MIN_BATCH:
+        return False
+    if _unquantized(quant):
+        return not _mmf_accepts(cc, "BF16" if quant.upper() == "BF16" else "F16", tokens, rows)
+    return not _mmq_accepts(cc, quant, tokens, n_experts)
+
+
+def dequantizes(cc: str | None, quant: str, tokens: int) -> bool:
+    """Whether an ordinary matmul over `tokens` tokens (a dense one, or one expert's on the sorted path) takes the
+    cuBLAS path with quantized weights: it writes an F16 copy of the matrix, which the GEMM then reads."""
+    return not _unquantized(quant) and tokens > MMVQ_MIN_BATCH and not _mmq_accepts(cc, quant, tokens, 0)
+
+
+@lru_cache(maxsize=1024)
+def expert_matmuls(cc: str | None, quant: str, tokens: int, n_used: int, n_experts: int) -> tuple[float, float]:
+    """(launches, F16 copies) expected per expert a micro-batch reaches on the sorted path. An expert's token
+    count is Binomial(tokens, k/E), given it got one: quantized experts with few tokens run activation
+    quantization + MMQ (2 launches), the others the cuBLAS path (dequantize to F16, convert the activations,
+    GEMM: 3, and an F16 copy); F16/BF16 experts: conversion + GEMM."""
+    if _unquantized(quant):
+        return 2.0, 0.0
+    p = n_used / n_experts
+    if p >= 1:
+        return (2.0, 0.0) if not dequantizes(cc, quant, tokens) else (3.0, 1.0)
+    reached = 1 - (1 - p) ** tokens
+    copies = 0.0
+    for x in range(1, tokens + 1):
+        if dequantizes(cc, quant, x):
+            log_pmf = lgamma(tokens + 1) - lgamma(x + 1) - lgamma(tokens - x + 1) + x * log(p) + (tokens - x) * log(1 - p)
+            copies += exp(log_pmf)
+    copies = min(1.0, copies / reached)
+    return 2.0 + copies, copies
