@@ -53,6 +53,7 @@ class Point:
     ram_bw_gbs: float | None = doc(default=None, description="peak RAM bandwidth of a CPU-only run's host")
     ram_note: str = ""
     date: str | None = doc(default=None, description="YYYY-MM of the run (its llama.cpp build); None: not stated")
+    date_note: str = doc(default="", description="how a date the source does not print was inferred")
     source: str
 
 
