@@ -99,6 +99,7 @@ def _unquantized(quant: str) -> bool:
     return quant.upper().removeprefix("UD-") in ("F16", "BF16", "F32", "NATIVE", "FP16")
 
 
+@lru_cache(maxsize=4096)
 def sorted_path(cc: str | None, quant: str, tokens: int, n_experts: int, rows: int) -> bool:
     """Whether a mul_mat_id of `tokens` tokens over `n_experts` experts (each `rows` output rows) takes the
     sorted, per-expert path on a GPU of compute capability `cc` ("7.0", "gfx1100")."""
@@ -109,6 +110,7 @@ def sorted_path(cc: str | None, quant: str, tokens: int, n_experts: int, rows: i
     return not _mmq_accepts(cc, quant, tokens, n_experts)
 
 
+@lru_cache(maxsize=4096)
 def dequantizes(cc: str | None, quant: str, tokens: int) -> bool:
     """Whether an ordinary matmul over `tokens` tokens (a dense one, or one expert's on the sorted path) takes the
     cuBLAS path with quantized weights: it writes an F16 copy of the matrix, which the GEMM then reads."""

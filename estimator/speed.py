@@ -21,7 +21,9 @@ Prefill of n tokens, in micro-batches of `ubatch` (vLLM: max_num_batched_tokens)
 Layer split: the devices' times add for one micro-batch, but llama.cpp pipelines the micro-batches
 of one n_batch across devices (k micro-batches over G devices take (k+G-1)/(k·G) of the sequential
 time); a single micro-batch (pp512) gets no overlap. Weights of CPU-resident blocks cross PCIe once
-per micro-batch (ggml offloads big matmuls to the GPU). η, t_fixed (and on CUDA the t_fixed of GPUs that
+per micro-batch (ggml offloads big matmuls to the GPU). Where llama.cpp's CUDA/HIP kernels decline a
+micro-batch (estimator/expert_kernels.py) its time grows by the F16 weight copies of the cuBLAS path, read and
+written at η, and by the launches of MoE blocks run one expert at a time, each at eager t_fixed / 290. η, t_fixed (and on CUDA the t_fixed of GPUs that
 run without CUDA graphs), t_moe, ε, MFU, m½, κ are per backend
 (fitted hierarchically: each drawn towards the constants of all backends together), times a chip's own
 measured share where published runs measured it (an M1 Max GPU streams less of its 400 GB/s than an
@@ -404,8 +406,12 @@ def _cublas_work(spec: ModelSpec, st: RunSettings, devices: list[Device], where:
     from .tensors import inventory
 
     k, e = (spec.moe.n_experts_used, spec.moe.n_experts) if spec.moe else (1, 1)
-    reached = e * (1 - (1 - k / e) ** m)
     launches, copies = 0.0, [0.0] * len(devices)
+    ccs = {d.compute_capability for d in devices}
+    rows = (1024, 1025) if spec.moe else ()  # MMF's bound on an expert's output rows: either side of it
+    if not any(dequantizes(cc, st.quant, m) or any(sorted_path(cc, st.quant, m, e, r) for r in rows) for cc in ccs):
+        return launches, copies  # every matmul of this micro-batch runs in llama.cpp's own kernels
+    reached = e * (1 - (1 - k / e) ** m)
     for t in inventory(spec):
         if t.vision or t.mtp or t.layer is None or where[t.layer] is None or not t.quantizable:
             continue
@@ -451,7 +457,8 @@ def prefill_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware
     cpu_w = max(0, mem.host_weights_bytes - w.token_embd) if devices else 0.0
     if devices and st.engine in ("llama.cpp", "ollama") and (backend or default_backend(devices[0])) in ("cuda", "hip"):
         where = _layer_devices(spec, st, mem, len(devices))
-        work = [_cublas_work(spec, st, devices, where, m) for m in sizes]
+        by_size = {m: _cublas_work(spec, st, devices, where, m) for m in set(sizes)}
+        work = [by_size[m] for m in sizes]
         if any(n or any(b) for n, b in work):
             chunks.update(chunk_launches=[n for n, _ in work], chunk_dequant_bytes=[b for _, b in work])
     return PrefillTerms(device_weights=dev_w, cpu_weights=float(cpu_w),
