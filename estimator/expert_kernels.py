@@ -1,4 +1,7 @@
-"""Which kernel llama.cpp's CUDA/HIP backend runs a micro-batch's routed experts with, and what the slow one costs.
+"""Which kernels llama.cpp's CUDA/HIP backend multiplies a micro-batch with, where they are its slow paths.
+
+A quantized matmul that MMQ declines (ggml_cuda_mul_mat, ggml-cuda.cu) runs through cuBLAS/hipBLAS on an F16
+copy of the weights, which it writes first.
 
 ggml_cuda_mul_mat_id (ggml-cuda.cu, build b11434) multiplies all routed experts of a micro-batch in one
 grouped kernel when it can: MMVQ for a few tokens, MMQ for quantized experts (ggml_cuda_should_use_mmq,
@@ -95,8 +98,12 @@ def _mmf_accepts(cc_name: str | None, dtype: str, tokens: int, rows: int) -> boo
     return cdna or gfx >= 0x1100  # MFMA (CDNA) or WMMA (RDNA3/4)
 
 
+# Formats whose weights stay in a float type (quant_family's "f16"): no MMQ, MMF or cuBLAS on the weights as stored.
+UNQUANTIZED = frozenset({"F16", "BF16", "F32", "NATIVE", "FP16"})
+
+
 def _unquantized(quant: str) -> bool:
-    return quant.upper().removeprefix("UD-") in ("F16", "BF16", "F32", "NATIVE", "FP16")
+    return quant.upper().removeprefix("UD-") in UNQUANTIZED
 
 
 @lru_cache(maxsize=4096)

@@ -39,7 +39,7 @@ import re
 
 from fitprobe.estimator.fields import doc, record
 
-from .expert_kernels import SORTED_CALL_LAUNCHES, dequantizes, expert_matmuls, sorted_path
+from .expert_kernels import SORTED_CALL_LAUNCHES, UNQUANTIZED, dequantizes, expert_matmuls, sorted_path
 from .hardware import Device, Hardware
 from .memory import MemoryBreakdown
 from .message import Num, gib, msg
@@ -178,7 +178,7 @@ class PrefillTerms:
 def quant_family(quant: str) -> str:
     """The kernel family a format's matmuls run in (its decode/prefill efficiency differs)."""
     q = quant.upper().removeprefix("UD-")
-    if q in ("F16", "BF16", "F32", "NATIVE", "FP16"):
+    if q in UNQUANTIZED:
         return "f16"
     if q == "Q8_0":
         return "q8_0"
