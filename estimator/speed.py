@@ -428,9 +428,11 @@ def _cublas_work(spec: ModelSpec, st: RunSettings, devices: list[Device], where:
 
 
 def prefill_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, mem: MemoryBreakdown, *,
-                  tokens: int, depth: int, n_batch: int = DEFAULT_N_BATCH, backend: str | None = None) -> PrefillTerms:
+                  tokens: int, depth: int, n_batch: int = DEFAULT_N_BATCH, backend: str | None = None,
+                  cpu_expert_layers: int = 0) -> PrefillTerms:
     """Micro-batch FLOPs (attention grows with depth) and each device's weight bytes for a prompt.
-    `backend`: llama.cpp's (default: the device's own); CUDA and HIP may run MoE blocks one expert at a time."""
+    `backend`: llama.cpp's (default: the device's own); CUDA and HIP may run MoE blocks one expert at a time.
+    `cpu_expert_layers`: --n-cpu-moe (its tensor overrides turn llama.cpp's pipeline off)."""
     devices = hw.devices
     paged = st.engine in ("vllm", "sglang")
     if paged:
@@ -461,8 +463,11 @@ def prefill_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware
         work = [by_size[m] for m in sizes]
         if any(n or any(b) for n, b in work):
             chunks.update(chunk_launches=[n for n, _ in work], chunk_dequant_bytes=[b for _, b in work])
-    return PrefillTerms(device_weights=dev_w, cpu_weights=float(cpu_w),
-                        chunks_per_batch=max(1, min(n_batch, tokens) // chunk), parallel=False, **chunks)
+    # llama_context (src/llama-context.cpp l. 432) pipelines micro-batches across devices only when every block
+    # and the output layer are on them and no tensor is overridden (--n-cpu-moe, -ot)
+    pipelined = mem.gpu_layers >= spec.n_layers and not (cpu_expert_layers or st.cpu_moe_layers)
+    return PrefillTerms(device_weights=dev_w, cpu_weights=float(cpu_w), parallel=False,
+                        chunks_per_batch=max(1, min(n_batch, tokens) // chunk) if pipelined else 1, **chunks)
 
 
 def decode_parts(t: DecodeTerms, devices: list[Device], eff: Efficiency, quant: QuantRates, cpu: CpuRates, *,
@@ -637,7 +642,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     bound = max(parts, key=parts.get)
     prefill = ttft = None
     pt = prefill_terms(spec, weights, settings, hw, memory, tokens=prompt_tokens, depth=prompt_depth,
-                       n_batch=n_batch, backend=backend)
+                       n_batch=n_batch, backend=backend, cpu_expert_layers=cpu_expert_layers)
     if devices and all(dev_tflops):
         t_pp = prefill_seconds(pt, devices, dev_tflops, eff, quant, arch_factor=arch_factor, device_bandwidth=dev_bw)
         prefill, ttft = prompt_tokens / t_pp, t_pp * 1e3

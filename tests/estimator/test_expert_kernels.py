@@ -104,3 +104,4 @@ def test_vulkan_and_small_micro_batches_have_no_sorted_path():
     spec, w, st, hw, mem = _plan("qwen3-30b-a3b", "V100 SXM2 32GB", quant="Q4_K_M", context=8192, ubatch=32)
     t = prefill_terms(spec, w, st, hw, mem, tokens=512, depth=0)
     assert t.chunk_launches == [] and t.chunk_dequant_bytes == []
+

@@ -353,3 +353,18 @@ def test_fixed_step_time_scales_with_the_kernels_a_step_runs():
     for model in ("llama-3.1-8b-instruct", "gemma-4-26b-a4b-it"):
         spec, *_, s = _run(model, "RTX 4090", context=4096, quant="Q4_K_M")
         assert s.overhead_ms == pytest.approx(s.efficiency.fixed_ms * step_kernels(spec) / REFERENCE_KERNELS)
+
+
+def test_layer_split_pipelines_micro_batches_only_fully_offloaded_without_overrides():
+    """src/llama-context.cpp (b11434) l. 432: pipeline parallelism needs every block and the output layer on the
+    devices and no tensor overrides; --n-cpu-moe is one (common/arg.cpp adds tensor_buft_overrides)."""
+    from fitprobe.estimator.speed import prefill_terms
+
+    spec, w, st, hw, mem, full = _run("qwen3-30b-a3b", "RTX 3090", n=2, quant="Q4_K_M", context=8192)
+    assert prefill_terms(spec, w, st, hw, mem, tokens=4096, depth=0).chunks_per_batch == 4  # 2048 / 512
+    assert prefill_terms(spec, w, st, hw, mem, tokens=4096, depth=0, cpu_expert_layers=4).chunks_per_batch == 1
+    overridden = estimate_speed(spec, w, st, hw, mem, calibration=CAL, cpu_expert_layers=1)
+    assert overridden.ttft_ms > full.ttft_ms  # same placement in memory: only the pipeline is gone
+    spec, w, st, hw, mem, _ = _run("qwen3-30b-a3b", "RTX 3090", n=2, quant="Q4_K_M", context=8192,
+                                   gpu_layers=spec.n_layers)  # the output layer stays on the CPU
+    assert prefill_terms(spec, w, st, hw, mem, tokens=4096, depth=0).chunks_per_batch == 1
