@@ -16,8 +16,9 @@ threads · per-core bandwidth): a few cores cannot saturate a wide memory system
 Prefill of n tokens, in micro-batches of `ubatch` (vLLM: max_num_batched_tokens):
     FLOPs = 2·N_active·m + 4·L_attn·H·d_head·m·(depth + m/2)
     per device: t = max(FLOPs'_d / (TFLOPS_d · MFU · ψ_quant), weights_d / (BW_d · η · φ_quant))
-    FLOPs' = FLOPs_dense · (m + m½)/m + FLOPs_experts · (m·k/E + m½)/(m·k/E) / κ
-(a matmul over few tokens reuses each weight tile little; a routed expert sees m·k/E of them).
+    FLOPs' = FLOPs_dense · (m + m½)/m + FLOPs_experts · (m·k/E + m½·r)/(m·k/E) / κ,  r = 1-(1-k/E)^m
+(a matmul over few tokens reuses each weight tile little; a routed expert sees m·k/E of them, and only the
+share r of the experts that the micro-batch reaches is loaded).
 Layer split: the devices' times add for one micro-batch, but llama.cpp pipelines the micro-batches
 of one n_batch across devices (k micro-batches over G devices take (k+G-1)/(k·G) of the sequential
 time); a single micro-batch (pp512) gets no overlap. Weights of CPU-resident blocks cross PCIe once
@@ -509,14 +510,17 @@ def decode_parts(t: DecodeTerms, devices: list[Device], eff: Efficiency, quant: 
 
 def tile_flops(flops: float, expert_flops: float, tokens: int, expert_fraction: float, eff: Efficiency) -> float:
     """A micro-batch's FLOPs as the kernels pay for them: a matmul over m tokens runs at m/(m + m½) of the
-    large-batch rate. A routed expert sees only m·k/E of the tokens (64 of 512 on a 32-expert top-4 model,
-    4 of 64 on 128 experts top-8), so MoE prefill at small micro-batches loses most of the rate; the
-    expert kernels' large-batch rate is κ of the dense one."""
+    large-batch rate, i.e. each weight it loads costs 2·m½ FLOPs more. A routed expert sees only m·k/E of the
+    tokens (64 of 512 on a 32-expert top-4 model, 4 of 64 on 128 experts top-8), so MoE prefill at small
+    micro-batches loses most of the rate; but only the experts the micro-batch reaches, E·(1-(1-k/E)^m), are
+    loaded (64 % of them at 16 tokens on 128 experts top-8). The expert kernels' large-batch rate is κ of the
+    dense one."""
     dense = flops - expert_flops
     per_expert = tokens * expert_fraction
     out = dense * (tokens + eff.half_tokens) / tokens
     if expert_flops and per_expert:
-        out += expert_flops * (per_expert + eff.half_tokens) / per_expert / eff.expert_compute
+        reached = 1 - (1 - expert_fraction) ** tokens
+        out += expert_flops * (per_expert + eff.half_tokens * reached) / per_expert / eff.expert_compute
     return out
 
 
