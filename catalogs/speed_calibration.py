@@ -1,8 +1,9 @@
-"""Published speed figures and the per-backend constants fitted on them (data/speed_calibration.json).
+"""Published speed figures (data/speed_points.json) and the per-backend constants fitted on them
+(data/speed_calibration.json).
 
-`scripts/speed_accuracy.py --write` refits `prior`, `backends` and `device_rates` from `points`; this
-module only reads them, and builds the sizing inputs of one point so the script and the tests
-run a point exactly the way the report runs a plan.
+`scripts/speed_accuracy.py --write` refits the constants from the points; this module only reads them, and
+builds the sizing inputs of one point so the script and the tests run a point exactly the way the report runs
+a plan. A plan loads the constants alone: the points are the fit's and the tests' (most of the bytes).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from fitprobe.estimator.hardware import Device
 from fitprobe.estimator.speed import CpuRates, Efficiency, QuantRates, apple_chip, chip_key
 
 PATH = Path(__file__).parent / "data" / "speed_calibration.json"
+POINTS_PATH = Path(__file__).parent / "data" / "speed_points.json"
 GIB = 1 << 30
 
 # MLX has no published point: it runs on the same Apple GPU as llama.cpp's Metal backend and borrows its fit.
@@ -94,8 +96,6 @@ class ChipCompute:
 class SpeedCalibration:
     schema: int
     compiled: str
-    excluded: list[dict] = field(default_factory=list)
-    points: list[Point]
     backends: dict[str, Efficiency] = field(default_factory=dict)
     prior: Efficiency | None = doc(default=None, description="the constants of every GPU backend fitted together: "
                                                              "what each backend's own fit is drawn towards, and "
@@ -164,9 +164,25 @@ class SpeedCalibration:
         return None
 
 
+@record
+class SpeedPoints:
+    """The published runs the constants are fitted on, and the rows left out with the reason."""
+
+    schema: int
+    compiled: str
+    doc: str = ""
+    excluded: list[dict] = field(default_factory=list)
+    points: list[Point]
+
+
 @lru_cache(maxsize=1)
 def load_calibration() -> SpeedCalibration:
     return load_json_file(SpeedCalibration, PATH)
+
+
+@lru_cache(maxsize=1)
+def load_points() -> SpeedPoints:
+    return load_json_file(SpeedPoints, POINTS_PATH)
 
 
 def point_inputs(point: Point):

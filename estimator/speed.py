@@ -29,8 +29,8 @@ run without CUDA graphs), t_moe, ε, MFU, m½, κ are per backend
 (fitted hierarchically: each drawn towards the constants of all backends together), times a chip's own
 measured share where published runs measured it (an M1 Max GPU streams less of its 400 GB/s than an
 M3 Max, an Arc A770 runs SYCL's kernels far below a B580), φ/ψ per quant kernel family, all fitted
-on published benchmarks (catalogs/data/speed_calibration.json, scripts/speed_accuracy.py reports
-leave-one-source-out error).
+on published benchmarks (catalogs/data/speed_points.json; the constants, in speed_calibration.json, are passed
+in by the caller; scripts/speed_accuracy.py reports leave-one-source-out error).
 """
 from __future__ import annotations
 

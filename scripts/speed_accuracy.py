@@ -19,7 +19,7 @@ no Apple shader rate get an effective rate measured on their own prefill points.
 everything without the points of one source (one PR, one issue, one benchmark page) and predicts them: how the
 model does on a publication it has not seen. Points it cannot predict then (no compute figure left for the
 device) are counted apart. Points are used as published: a source never calibrates its own prediction, no point
-gets its own factor, and the points left out are listed with the reason in the JSON's `excluded`.
+gets its own factor, and the points left out are listed with the reason in speed_points.json's `excluded`.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ import sys
 from math import exp, log
 
 from fitprobe.catalogs.speed_calibration import (PATH, DeviceFactor, DeviceRate, Point, SpeedCalibration, load_calibration,
-                                                 point_inputs)
+                                                 load_points, point_inputs)
 from fitprobe.estimator.fields import asdict, replace
 from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, QuantRates, backend_key,
                                       chip_key, cpu_prefill_seconds, decode_parts, decode_terms, prefill_seconds,
@@ -418,7 +418,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="refits run side by side (default: CPUs)")
     args = ap.parse_args(argv)
     base = load_calibration()
-    cases = [Case(p) for p in base.points]
+    cases = [Case(p) for p in load_points().points]
     cal = _rounded(fit(cases, base))
     if args.write:
         raw = json.loads(PATH.read_text())

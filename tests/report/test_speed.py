@@ -8,7 +8,7 @@ from fitprobe.estimator.fields import replace
 from fitprobe.catalogs.gpus import find_gpu
 from fitprobe.catalogs.quants import quant_table
 from fitprobe.catalogs.resolve import resolve
-from fitprobe.catalogs.speed_calibration import load_calibration, point_inputs
+from fitprobe.catalogs.speed_calibration import load_calibration, load_points, point_inputs
 from fitprobe.estimator.hardware import Hardware
 from fitprobe.estimator.memory import estimate
 from fitprobe.estimator.quant import weight_bytes
@@ -197,16 +197,16 @@ def test_quant_family_and_unknown_backend():
 
 
 def test_calibration_points_have_sources_and_accuracy_target():
-    cal = load_calibration()
-    assert len(cal.points) >= 120 and all(p.source.startswith("https://") for p in cal.points)
-    assert len({p.source for p in cal.points}) >= 25
-    for p in cal.points:  # a run's month is its build's: printed by the source, or inferred and said how
+    cal, runs = load_calibration(), load_points()
+    assert len(runs.points) >= 120 and all(p.source.startswith("https://") for p in runs.points)
+    assert len({p.source for p in runs.points}) >= 25
+    for p in runs.points:  # a run's month is its build's: printed by the source, or inferred and said how
         assert p.date is None or re.fullmatch(r"20\d\d-(0[1-9]|1[0-2])", p.date), p.id
         assert not p.date_note or p.date, p.id
-    assert all(e["what"] and e["why"] for e in cal.excluded)
+    assert all(e["what"] and e["why"] for e in runs.excluded)
     defines = {i for r in cal.device_rates for i in r.from_points}
     errors = {"decode": [], "prefill": []}
-    for p in cal.points:
+    for p in runs.points:
         if p.id in defines:
             continue  # these define the device's measured rate
         spec, w, st, hw, mem = point_inputs(p)
