@@ -45,6 +45,21 @@ def _amd_gfx(cc: str | None) -> int | None:
         return None
 
 
+def _cdna(gfx: int) -> bool:
+    """GGML_CUDA_CC_IS_CDNA: MI100 (gfx908) up to RDNA1, less the GCN APUs gfx909/gfx90c."""
+    return 0x908 <= gfx < 0x1010 and gfx not in (0x909, 0x90C)
+
+
+def _cdna3(gfx: int) -> bool:
+    """GGML_CUDA_CC_IS_CDNA3: MI300 (gfx942) up to CDNA4 (gfx950)."""
+    return 0x942 <= gfx < 0x950
+
+
+def _format(quant: str) -> str:
+    """The format's name as llama.cpp's types read it: 'UD-Q4_K_XL' → 'Q4_K_XL'."""
+    return quant.upper().removeprefix("UD-")
+
+
 def _mmq_accepts(cc_name: str | None, quant: str, tokens: int, n_experts: int) -> bool:
     """ggml_cuda_should_use_mmq for a quantized type; `n_experts` 0 for an ordinary matmul."""
     cc = _nvidia_cc(cc_name)
@@ -57,10 +72,9 @@ def _mmq_accepts(cc_name: str | None, quant: str, tokens: int, n_experts: int) -
     gfx = _amd_gfx(cc_name)
     if gfx is None:
         return True
-    q = quant.upper().removeprefix("UD-")
-    cdna = 0x908 <= gfx < 0x1010 and gfx not in (0x909, 0x90C)
-    if cdna:
-        if 0x942 <= gfx < 0x950:  # CDNA3: rocBLAS slow there
+    q = _format(quant)
+    if _cdna(gfx):
+        if _cdna3(gfx):  # rocBLAS slow there
             return True
         if n_experts > 64 or tokens <= 128 or q.startswith(("Q4_0", "Q4_1", "Q5_0", "Q5_1")):
             return True
@@ -92,10 +106,9 @@ def _mmf_accepts(cc_name: str | None, dtype: str, tokens: int, rows: int) -> boo
     gfx = _amd_gfx(cc_name)
     if gfx is None:
         return True
-    cdna = 0x908 <= gfx < 0x1010 and gfx not in (0x909, 0x90C)
-    if cdna and 0x942 <= gfx < 0x950 and dtype == "BF16":
+    if _cdna3(gfx) and dtype == "BF16":
         return False
-    return cdna or gfx >= 0x1100  # MFMA (CDNA) or WMMA (RDNA3/4)
+    return _cdna(gfx) or gfx >= 0x1100  # MFMA (CDNA) or WMMA (RDNA3/4)
 
 
 # Formats whose weights stay in a float type (quant_family's "f16"): no MMQ, MMF or cuBLAS on the weights as stored.
@@ -103,7 +116,7 @@ UNQUANTIZED = frozenset({"F16", "BF16", "F32", "NATIVE", "FP16"})
 
 
 def _unquantized(quant: str) -> bool:
-    return quant.upper().removeprefix("UD-") in UNQUANTIZED
+    return _format(quant) in UNQUANTIZED
 
 
 @lru_cache(maxsize=4096)
@@ -113,7 +126,7 @@ def sorted_path(cc: str | None, quant: str, tokens: int, n_experts: int, rows: i
     if tokens <= MMVQ_MIN_BATCH:
         return False
     if _unquantized(quant):
-        return not _mmf_accepts(cc, "BF16" if quant.upper() == "BF16" else "F16", tokens, rows)
+        return not _mmf_accepts(cc, "BF16" if _format(quant) == "BF16" else "F16", tokens, rows)
     return not _mmq_accepts(cc, quant, tokens, n_experts)
 
 
