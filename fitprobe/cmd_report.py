@@ -151,7 +151,7 @@ STATUS_WORDS = {"fits": N_("fits"), "tight": N_("tight"), "exceeds": N_("exceeds
 
 def render_text(o) -> str:
     """The plan page followed by the report sections, in the language fitprobe.i18n has chosen."""
-    from fitprobe.render import BOUND, render_plan
+    from fitprobe.render import BOUND, duration, render_plan
 
     def status(value: str) -> str:
         return _(STATUS_WORDS.get(value, value))
@@ -170,8 +170,9 @@ def render_text(o) -> str:
             "fixed": spec(sp.efficiency.fixed_ms, ".2f")}
         lines += [
             "  " + ljust(_("decode"), 14) + decode,
-            "  " + ljust(_("prefill"), 14) + _("%(tps)s tok/s;  TTFT for a %(prompt)s-token prompt: %(ttft)s ms") % {
-                "tps": _num(sp.prefill_tps), "prompt": spec(sp.prompt_tokens, ","), "ttft": _num(sp.ttft_ms, ",.0f")},
+            "  " + ljust(_("prefill"), 14) + _("%(tps)s tok/s;  TTFT for a %(prompt)s-token prompt: %(ttft)s") % {
+                "tps": _num(sp.prefill_tps), "prompt": spec(sp.prompt_tokens, ","),
+                "ttft": "-" if sp.ttft_ms is None else duration(sp.ttft_ms)},
             "  " + ljust(_("backend"), 14) + backend + ("" if sp.efficiency.calibrated else " " + _("(uncalibrated)")),
         ] + [f"  - {say(n)}" for n in sp.notes]
     else:

@@ -100,9 +100,9 @@ def render_plan(o: PlanOutput, *, full: bool = False) -> str:
     lines += [""] + _memory_table(o)
     if o.speed is not None:
         sp = o.speed
-        prefill = (_(", ") + _("prefill ~%(prefill)s, TTFT (%(prompt)sK prompt) ~%(ttft)s ms") % {
+        prefill = (_(", ") + _("prefill ~%(prefill)s, TTFT (%(prompt)sK prompt) ~%(ttft)s") % {
             "prefill": _tps(sp.prefill_tps, ",.0f"), "prompt": sp.prompt_tokens // 1024,
-            "ttft": spec(sp.ttft_ms, ",.0f")} if sp.prefill_tps and sp.ttft_ms else "")
+            "ttft": duration(sp.ttft_ms)} if sp.prefill_tps and sp.ttft_ms else "")
         template = (_("speed: decode ~%(decode)s per sequence (%(bound)s-bound)%(prefill)s") if r.status != "exceeds"
                     else _("speed if it fit: decode ~%(decode)s per sequence (%(bound)s-bound)%(prefill)s"))
         lines += wrap(template % {"decode": _tps(sp.decode_tps), "bound": _(BOUND.get(sp.bound, sp.bound)),
@@ -138,6 +138,16 @@ def render_plan(o: PlanOutput, *, full: bool = False) -> str:
 
 def _tps(value: float, fmt: str = ",.1f") -> str:
     return spec(value, fmt, "tok/s")
+
+
+def duration(ms: float) -> str:
+    """A wait as a person reads it: milliseconds under 10 s, seconds under 10 min, minutes beyond
+    (a CPU prefill of a 4K prompt can take minutes; "414,994 ms" reads as noise)."""
+    if ms < 10_000:
+        return spec(ms, ",.0f", "ms")
+    if ms < 600_000:
+        return spec(ms / 1e3, ",.1f" if ms < 100_000 else ",.0f", "s")
+    return spec(ms / 60e3, ",.0f", "min")
 
 
 BOUND = {"GPU bandwidth": N_("GPU bandwidth"), "system RAM bandwidth": N_("system RAM bandwidth"),

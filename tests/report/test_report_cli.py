@@ -58,3 +58,21 @@ def test_report_html_is_one_self_contained_page(tmp_path):
 def test_report_html_unwritable_path_exits_74(tmp_path):
     res = CliRunner().invoke(main, ARGS + ["--html", str(tmp_path / "missing" / "report.html")])
     assert res.exit_code == 74 and "cannot write" in res.output and res.output.strip().count("\n") == 0
+
+
+def test_a_long_wait_reads_in_seconds_or_minutes(tmp_path):
+    """A CPU-only 4K-prompt prefill takes minutes: the text and the page give it in s or min, never
+    as six-digit milliseconds; the page's number still carries the JSON value and its divisor."""
+    from fitprobe.render import duration
+
+    assert [duration(ms) for ms in (9_999, 12_345, 99_000, 415_000, 600_000, 5_400_000)] == [
+        "9,999 ms", "12.3 s", "99.0 s", "415 s", "10 min", "90 min"]
+    args = ["report", "llama-3.1-8b-instruct", "--gpu", "cpu", "--ram-gib", "32", "--threads", "1", "--ram-bw", "13"]
+    ttft = _json(args)["speed"]["ttft_ms"]
+    assert ttft > 600_000  # 4,096 prompt tokens at ~5 tok/s on one core
+    res = CliRunner().invoke(main, args)
+    assert f"TTFT for a 4,096-token prompt: {ttft / 60e3:,.0f} min" in res.output, res.output
+    page = tmp_path / "report.html"
+    assert CliRunner().invoke(main, args + ["--html", str(page)]).exit_code == 0
+    assert re.search(r'data-k="speed.ttft_ms" data-v="[0-9.]+" data-f=",.0f" data-s="60000">'
+                     + re.escape(f"{ttft / 60e3:,.0f}") + r"</span>&nbsp;min", page.read_text())
