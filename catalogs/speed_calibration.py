@@ -8,6 +8,7 @@ a plan. A plan loads the constants alone: the points are the fit's and the tests
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 from pathlib import Path
 
 from dataclasses import field
@@ -27,7 +28,7 @@ FALLBACK = {"mlx/metal": "llama.cpp/metal"}
 # The K-quants are the reference kernel family (φ = ψ = 1); the fit asks for them a million times.
 K_QUANTS = QuantRates()
 # FORMULAS §4.1/§4.2 [estimate]: CPU decode 0.5–0.8 of measured bandwidth, prefill 0.3–0.6 of peak.
-CPU_DEFAULT = CpuRates(bandwidth=0.65, core_gbs=10.0, core_gflops=50.0, calibrated=False,
+CPU_DEFAULT = CpuRates(bandwidth=0.65, gbs_per_ghz=3.0, gflops_per_ghz=15.0, calibrated=False,
                        basis="midpoint of FORMULAS §4.1 (η 0.5–0.8); per-core rates not fitted")
 
 
@@ -54,6 +55,10 @@ class Point:
     threads: int | None = doc(default=None, description="CPU threads of a CPU-only run")
     ram_bw_gbs: float | None = doc(default=None, description="peak RAM bandwidth of a CPU-only run's host")
     ram_note: str = ""
+    cpu_ghz: float | None = doc(default=None, gt=0, le=10, description="a CPU-only run's core clock: the CPU's "
+                                                                     "maximum turbo (the cores that ran it)")
+    cpu_note: str = doc(default="", description="where the clock comes from")
+    cpu_arch: Literal["x86_64", "arm64"] = doc(default="x86_64", description="a CPU-only run's instruction set")
     date: str | None = doc(default=None, description="YYYY-MM of the run (its llama.cpp build); None: not stated")
     date_note: str = doc(default="", description="how a date the source does not print was inferred")
     source: str
@@ -208,7 +213,7 @@ def point_inputs(point: Point):
             per_layer=[int(x * f) for x in w.per_layer], experts_per_layer=[int(x * f) for x in w.experts_per_layer])
     if point.gpu is None:
         hw = Hardware(devices=[], system_ram_bytes=1 << 40, ram_bandwidth_gbs=point.ram_bw_gbs,
-                      cpu_threads=point.threads)
+                      cpu_threads=point.threads, cpu_ghz=point.cpu_ghz, cpu_arch=point.cpu_arch)
     else:
         entry = next((e for e in load_gpus() if e.key == point.gpu), None)
         if entry is None:

@@ -52,6 +52,10 @@ TTFT_PROMPT = 4096
 # Dual-channel DDR5-5600: 2 channels × 8 bytes × 5600 MT/s = 89.6 GB/s (JEDEC data rate × bus
 # width). An assumption for a desktop host when the RAM bandwidth is not known; an option.
 DEFAULT_RAM_BANDWIDTH_GBS = 89.6
+# A CPU core's clock when neither the probe nor --cpu-ghz gives it: an assumption (a desktop or laptop
+# core's sustained turbo is 3.4-4.5 GHz, a cloud vCPU's 2.4-3.5 GHz), said in a note. A core's decode and
+# prefill rates scale with its clock: llama.cpp's CPU dot products are compute-bound per thread.
+DEFAULT_CPU_GHZ = 3.5
 # PCIe 4.0 x16: 16 GT/s × 16 lanes × 128/130 encoding / 8 = 31.5 GB/s per direction (PCI-SIG).
 PCIE4_X16_GBS = 31.5
 # All-reduce latency per call, midpoints of FORMULAS §4.5's ranges [estimate]:
@@ -112,10 +116,23 @@ class CpuRates:
     """llama.cpp on CPU cores: what one core moves and computes, and the memory system's ceiling."""
 
     bandwidth: float = doc(gt=0, le=1, description="η_cpu: achieved / peak RAM bandwidth with enough cores")
-    core_gbs: float = doc(gt=0, description="GB/s one thread streams in decode")
-    core_gflops: float = doc(gt=0, description="GFLOPS one thread reaches in prefill")
+    gbs_per_ghz: float = doc(gt=0, description="GB/s of weights one thread streams through its dot products in "
+                                               "decode, per GHz of its clock")
+    gflops_per_ghz: float = doc(gt=0, description="GFLOPS one thread reaches in prefill, per GHz of its clock")
+    arm_gbs_per_ghz: float | None = doc(default=None, gt=0, description="the same on 64-bit ARM cores (None: as x86)")
+    arm_gflops_per_ghz: float | None = doc(default=None, gt=0, description="the same on 64-bit ARM cores (None: as x86)")
     calibrated: bool = True
     basis: str = ""
+
+    # Per instruction set: llama.cpp's CPU dot products are separate code per ISA (ggml-cpu/arch/x86 with
+    # AVX2 maddubs, ggml-cpu/arch/arm with NEON sdot), so one core's rate per clock differs between them.
+    def thread_gbs(self, ghz: float | None, arch: str | None = None) -> float:
+        rate = (self.arm_gbs_per_ghz if arch == "arm64" else None) or self.gbs_per_ghz
+        return rate * (ghz or DEFAULT_CPU_GHZ)
+
+    def thread_gflops(self, ghz: float | None, arch: str | None = None) -> float:
+        rate = (self.arm_gflops_per_ghz if arch == "arm64" else None) or self.gflops_per_ghz
+        return rate * (ghz or DEFAULT_CPU_GHZ)
 
 
 @record
@@ -472,7 +489,8 @@ def prefill_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware
 
 
 def decode_parts(t: DecodeTerms, devices: list[Device], eff: Efficiency, quant: QuantRates, cpu: CpuRates, *,
-                 ram_bw_gbs: float | None, threads: int | None, tflops: float | None, arch_factor: float = 1.0,
+                 ram_bw_gbs: float | None, threads: int | None, tflops: float | None, cpu_ghz: float | None = None,
+                 cpu_arch: str | None = None, arch_factor: float = 1.0,
                  device_tflops: list[float | None] | None = None, device_bandwidth: list[float] | None = None,
                  graphs: bool = True) -> dict[str, float]:
     """Milliseconds per decode step, by cause. A device's step is its weight and KV reads or, where its
@@ -496,7 +514,7 @@ def decode_parts(t: DecodeTerms, devices: list[Device], eff: Efficiency, quant: 
     if t.cpu_bytes:
         bw = (ram_bw_gbs or DEFAULT_RAM_BANDWIDTH_GBS) * cpu.bandwidth
         if threads:
-            bw = min(bw, threads * cpu.core_gbs)
+            bw = min(bw, threads * cpu.thread_gbs(cpu_ghz, cpu_arch))
         cpu_ms = t.cpu_bytes / (bw * 1e9 * arch_factor) * 1e3
     fixed = eff.fixed_ms if graphs or eff.eager_fixed_ms is None else eff.eager_fixed_ms
     overhead = fixed * fixed_scale(t) if devices else 0.0
@@ -559,8 +577,9 @@ def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[
     return total
 
 
-def cpu_prefill_seconds(t: PrefillTerms, cpu: CpuRates, threads: int) -> float:
-    return sum(t.chunk_flops) / (threads * cpu.core_gflops * 1e9)
+def cpu_prefill_seconds(t: PrefillTerms, cpu: CpuRates, threads: int, ghz: float | None = None,
+                        arch: str | None = None) -> float:
+    return sum(t.chunk_flops) / (threads * cpu.thread_gflops(ghz, arch) * 1e9)
 
 
 def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings, hw: Hardware,
@@ -607,6 +626,9 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                          "or measure it with `fitprobe probe --bench`", gbs=Num(DEFAULT_RAM_BANDWIDTH_GBS)))
     if terms.cpu_bytes and not threads:
         notes.append(msg("CPU core count unknown: the RAM bandwidth is taken as reachable"))
+    ghz = hw.cpu_ghz
+    if (terms.cpu_bytes or not devices) and threads and not ghz:
+        notes.append(msg("CPU clock unknown: assumed %(ghz)s GHz per core; pass --cpu-ghz", ghz=Num(DEFAULT_CPU_GHZ, "g")))
     dev_tflops = [calibration.device_tflops(d, key) for d in devices]
     dev_bw = [calibration.device_bandwidth(d, key) for d in devices]
     chips = {}
@@ -623,7 +645,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     if devices and all(dev_tflops):
         tflops = sum(dev_tflops) if terms.parallel else min(dev_tflops)
     elif not devices and threads:
-        tflops = threads * cpu.core_gflops / 1e3
+        tflops = threads * cpu.thread_gflops(ghz, hw.cpu_arch) / 1e3
     if settings.batch > 1 and not tflops:
         notes.append(msg("no compute figure for this device: batched decode counted as bandwidth bound only"))
     graphs = key != "llama.cpp/cuda" or all(cuda_graphs(d) for d in devices)
@@ -633,7 +655,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                          ms=Num(eff.eager_fixed_ms * fixed_scale(terms), ".1f"),
                          graphs=Num(eff.fixed_ms * fixed_scale(terms), ".1f")))
     parts = decode_parts(terms, devices, eff, quant, cpu, ram_bw_gbs=ram_bw, threads=threads, tflops=tflops,
-                         arch_factor=arch_factor, device_tflops=dev_tflops, device_bandwidth=dev_bw, graphs=graphs)
+                         cpu_ghz=ghz, cpu_arch=hw.cpu_arch, arch_factor=arch_factor, device_tflops=dev_tflops, device_bandwidth=dev_bw, graphs=graphs)
     if terms.parallel and len(devices) > 1:
         link = terms.link
         notes.append(msg("tensor parallel %(n)s over %(link)s: 2 all-reduces per layer at ~%(us)s µs each",
@@ -662,7 +684,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                              "micro-batch first writes F16 copies of them (%(size)s written and read per "
                              "micro-batch)", size=gib(max(map(sum, pt.chunk_dequant_bytes)), 1)))
     elif not devices and threads:
-        t_pp = cpu_prefill_seconds(pt, cpu, threads)
+        t_pp = cpu_prefill_seconds(pt, cpu, threads, ghz, hw.cpu_arch)
         prefill, ttft = prompt_tokens / t_pp, t_pp * 1e3
     elif devices:
         notes.append(msg("the catalog has no FP16 TFLOPS for this device and no benchmark measured it: prefill and "

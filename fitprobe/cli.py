@@ -111,6 +111,8 @@ def size_options(f):
                      help=N_("speed: system RAM bandwidth GB/s (default 89.6; measure it: fitprobe probe --bench)")),
         click.option("--threads", "cpu_threads", type=click.IntRange(1, 4096), default=None,
                      help=N_("speed: CPU cores llama.cpp computes on (default: probed physical cores)")),
+        click.option("--cpu-ghz", type=Number(0.3, 10), default=None,
+                     help=N_("speed: their clock in GHz, maximum turbo (default: probed; else 3.5)")),
         click.option("--token", default=None, help=N_("Hugging Face token for gated repos (or HF_TOKEN)")),
         click.option("--revision", default=None, help=N_("Hub revision (branch, tag or commit) of an org/name MODEL")),
         click.option("--timeout", "hub_timeout", type=Number(0.1, 3600), default=None,  # None: the lookup's 15 s

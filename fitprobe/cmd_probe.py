@@ -41,6 +41,8 @@ def render_report(report) -> str:
     if cpu is not None:
         cores = _("%(cores)s cores / %(threads)s threads") % {"cores": cpu.physical_cores or "?",
                                                               "threads": cpu.logical_cores or "?"}
+        if cpu.max_ghz:
+            cores += _(", ") + spec(cpu.max_ghz, ".2f", "GHz")
         flags = " ".join(cpu.flags) or "-"
         lines.append(_("CPU: %(model)s (%(cores)s); flags: %(flags)s") % {
             "model": cpu.model or _("unknown"), "cores": cores, "flags": flags})

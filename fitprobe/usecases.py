@@ -47,6 +47,8 @@ class PlanRequest:
                                                           "CPU-only decode (default 89.6)")
     cpu_threads: int | None = doc(default=None, description="speed: CPU cores llama.cpp computes on (default: "
                                                             "probed physical cores)")
+    cpu_ghz: float | None = doc(default=None, description="speed: those cores' clock in GHz (default: probed, else "
+                                                         "3.5)")
     revision: str | None = doc(default=None, description="Hub revision (branch, tag or commit)")
     hub_timeout: float | None = doc(default=None, description="seconds a Hub lookup may take in all (default 15; "
                                                               "then retry_later)")
@@ -184,7 +186,8 @@ def size(request: PlanRequest, *, command: str, hardware=None, readings=None, pr
     ram = int(r.ram_gib * GIB) if r.ram_gib else None
     hw = hardware or catalog_hardware(r.gpu, r.gpus, usable_fraction=r.usable_fraction, ram_bytes=ram,
                                       memory_gib=r.memory_gib)
-    hw = replace(hw, **{k: v for k, v in (("ram_bandwidth_gbs", r.ram_bw), ("cpu_threads", r.cpu_threads)) if v})
+    hw = replace(hw, **{k: v for k, v in (("ram_bandwidth_gbs", r.ram_bw), ("cpu_threads", r.cpu_threads),
+                                          ("cpu_ghz", r.cpu_ghz)) if v})
     if resolver is None:
         from fitprobe.catalogs.resolve import resolve as resolver
     if lookup is None and may_ask_hub(r.model):
@@ -243,6 +246,8 @@ def _validate(r: PlanRequest) -> None:
         raise UsageError(msg("--ram-bw must be positive (GB/s), got %(ram_bw)s", ram_bw=Num(r.ram_bw, "g")))
     if r.cpu_threads is not None and r.cpu_threads <= 0:
         raise UsageError(msg("--threads must be at least 1, got %(cpu_threads)s", cpu_threads=r.cpu_threads))
+    if r.cpu_ghz is not None and not 0.3 <= r.cpu_ghz <= 10:
+        raise UsageError(msg("--cpu-ghz must be a core clock between 0.3 and 10 GHz, got %(ghz)s", ghz=Num(r.cpu_ghz, "g")))
     if r.batch <= 0:
         raise UsageError(msg("--batch must be at least 1, got %(batch)s", batch=r.batch))
     if r.context == "max" and r.require_context:

@@ -30,6 +30,7 @@ def parse_cpuinfo(text: str) -> CpuReading:
     cores from distinct (physical id, core id) pairs."""
     model = None
     flags: list[str] = []
+    mhz = 0.0
     cores: set[tuple[str, str]] = set()
     logical = 0
     phys_id = core_id = None
@@ -47,6 +48,8 @@ def parse_cpuinfo(text: str) -> CpuReading:
             model = value
         elif k in ("flags", "features") and not flags:
             flags = value.split()
+        elif k == "cpu mhz":
+            mhz = max(mhz, _number(value))
         elif k == "physical id":
             phys_id = value
         elif k == "core id":
@@ -56,6 +59,7 @@ def parse_cpuinfo(text: str) -> CpuReading:
         logical_cores=logical or None,
         physical_cores=len(cores) or None,
         flags=_interesting(flags),
+        max_ghz=_ghz(mhz),
         source="procfs",
     )
     if model and re.fullmatch(r"(AMD EPYC|Intel Xeon Processor.*|Common KVM processor|QEMU.*)", model):
@@ -76,8 +80,32 @@ def parse_lscpu(text: str) -> CpuReading:
         arch=values.get("architecture"),
         logical_cores=int(cpus) if cpus.isdigit() else None,
         flags=_interesting(values.get("flags", "").split()),
+        max_ghz=_ghz(_number(values.get("cpu max mhz", ""))),
         source="procfs",
     )
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text.replace(",", "."))
+    except ValueError:
+        return 0.0
+
+
+def _ghz(mhz: float) -> float | None:
+    """A clock a core can have (0.3-10 GHz) in GHz, or None: a bad or absent reading never sizes anything."""
+    return round(mhz / 1e3, 3) if 300 <= mhz <= 10_000 else None
+
+
+def cpufreq_max_ghz(sys_root: Path = Path("/sys")) -> float | None:
+    """The highest cpuinfo_max_freq (kHz) of any core: the P-cores' turbo on a hybrid CPU. Absent in most VMs."""
+    clocks = []
+    for f in (sys_root / "devices/system/cpu").glob("cpu[0-9]*/cpufreq/cpuinfo_max_freq"):
+        try:
+            clocks.append(_ghz(_number(f.read_text().strip()) / 1e3))
+        except OSError:
+            continue
+    return max((c for c in clocks if c), default=None)
 
 
 def parse_meminfo(text: str) -> tuple[int | None, int | None]:
@@ -141,16 +169,20 @@ def read_cpu() -> CpuReading:
             reading = parse_cpuinfo(Path("/proc/cpuinfo").read_text(errors="replace"))
         except OSError:
             reading = None
+        if reading is not None:  # cpuinfo's 'cpu MHz' is the current clock: only a VM's (fixed) one stands in
+            reading.max_ghz = cpufreq_max_ghz() or reading.max_ghz
     elif system == "Darwin":
         from .apple import parse_sysctl
         from .run import run_command
 
-        res = run_command(["sysctl", "machdep.cpu.brand_string", "machdep.cpu.features", "machdep.cpu.leaf7_features"])
+        res = run_command(["sysctl", "machdep.cpu.brand_string", "machdep.cpu.features", "machdep.cpu.leaf7_features",
+                           "hw.cpufrequency_max"])  # Intel Macs only: Apple silicon publishes no clock
         vals = parse_sysctl(res.stdout)
         feats = (vals.get("machdep.cpu.features", "") + " " + vals.get("machdep.cpu.leaf7_features", "")).lower()
         reading = CpuReading(
             model=vals.get("machdep.cpu.brand_string"),
             flags=_interesting(feats.replace(".", "_").split()),
+            max_ghz=_ghz(_number(vals.get("hw.cpufrequency_max", "")) / 1e6),
             source="sysctl",
         )
     if reading is None:
@@ -161,6 +193,9 @@ def read_cpu() -> CpuReading:
 
         reading.logical_cores = psutil.cpu_count() or reading.logical_cores
         reading.physical_cores = psutil.cpu_count(logical=False) or reading.physical_cores
+        if reading.max_ghz is None and system not in ("Linux", "Darwin"):  # Windows: the processor's rated clock
+            freq = psutil.cpu_freq()
+            reading.max_ghz = _ghz(freq.max) if freq else None
     except Exception:  # noqa: BLE001
         pass
     if hasattr(os, "sched_getaffinity"):

@@ -98,4 +98,16 @@ def probe_hardware(report: ProbeReport, catalog: list[dict[str, Any]] | None = N
         ram_available_bytes=avail,
         ram_bandwidth_gbs=report.ram_bandwidth_gbs,
         cpu_threads=(cpu.physical_cores or cpu.logical_cores) if cpu else None,
+        cpu_ghz=cpu.max_ghz if cpu else None,
+        cpu_arch=isa(cpu.arch) if cpu else None,
     )
+
+
+def isa(machine: str | None) -> str | None:
+    """platform.machine() / lscpu's Architecture as the speed model's instruction set (None: other)."""
+    m = (machine or "").lower()
+    if m in ("x86_64", "amd64", "x64"):
+        return "x86_64"
+    if m in ("arm64", "aarch64") or m.startswith("armv8"):
+        return "arm64"
+    return None

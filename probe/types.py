@@ -90,6 +90,9 @@ class CpuReading:
     physical_cores: int | None = None
     logical_cores: int | None = None
     flags: list[str] = doc(default_factory=list)
+    max_ghz: float | None = doc(default=None, description="the cores' highest clock: cpufreq's cpuinfo_max_freq, "
+                                                          "lscpu's 'CPU max MHz', or (VMs without cpufreq) cpuinfo's "
+                                                          "'cpu MHz'")
     source: Source
     notes: list[str] = doc(default_factory=list)
 

@@ -45,7 +45,7 @@ from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, 
 # ε ≥ 0.01: below it even a 4-bit 8B model on a 100 TFLOPS card would be compute bound at batch 1.
 BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "moe_ms": (0.0, 6.0), "compute": (0.03, 1.2),
           "decode_compute": (0.01, 1.0), "batch_compute": (0.03, 1.2), "q_bandwidth": (0.4, 1.6), "q_compute": (0.2, 3.0),
-          "cpu_bandwidth": (0.2, 0.95), "soc_compute": (0.1, 1.0), "core_gbs": (1.0, 40.0), "core_gflops": (2.0, 400.0),
+          "cpu_bandwidth": (0.2, 0.95), "soc_compute": (0.1, 1.0), "gbs_per_ghz": (0.3, 12.0), "gflops_per_ghz": (0.5, 100.0),
           "half_tokens": (0.0, 256.0), "expert_compute": (0.1, 1.5),
           "recurrent_factor": (0.2, 1.0), "chip_bandwidth": (0.25, 2.0), "chip_compute": (0.1, 3.0)}
 
@@ -84,6 +84,7 @@ class Case:
     def __init__(self, p: Point):
         spec, w, st, hw, mem = point_inputs(p)
         self.p, self.devices, self.threads, self.ram_bw = p, hw.devices, hw.cpu_threads, hw.ram_bandwidth_gbs
+        self.ghz, self.arch = hw.cpu_ghz, hw.cpu_arch
         ref = hw.devices[0] if hw.devices else None
         self.key = backend_key(p.engine, ref, p.backend)
         self.family = quant_family(st.quant)
@@ -111,13 +112,13 @@ class Case:
         if self.p.kind == "decode":
             tflops = (sum(tf) if self.terms.parallel else min(tf)) if self.devices and all(tf) else None
             if not self.devices and self.threads:
-                tflops = self.threads * cal.cpu.core_gflops / 1e3
+                tflops = self.threads * cal.cpu.thread_gflops(self.ghz, self.arch) / 1e3
             parts = decode_parts(self.terms, self.devices, eff, q, cal.cpu, ram_bw_gbs=self.ram_bw,
-                                 threads=self.threads, tflops=tflops, arch_factor=arch, device_tflops=tf,
+                                 threads=self.threads, tflops=tflops, cpu_ghz=self.ghz, cpu_arch=self.arch, arch_factor=arch, device_tflops=tf,
                                  device_bandwidth=bw, graphs=self.graphs)
             return self.p.batch * 1e3 / sum(parts.values())
         if not self.devices:
-            return self.p.tokens / cpu_prefill_seconds(self.terms, cal.cpu, self.threads)
+            return self.p.tokens / cpu_prefill_seconds(self.terms, cal.cpu, self.threads, self.ghz, self.arch)
         if not all(tf):
             return None
         return self.p.tokens / prefill_seconds(self.terms, self.devices, tf, eff, q, arch_factor=arch,
@@ -296,7 +297,7 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
     cal.backends = {k: start for k in keys}
     families = sorted({c.family for c in cases if c.family != "k" and c.devices})
     cal.quant_families = {f: QuantRates() for f in families}
-    cal.cpu = CpuRates(bandwidth=0.65, core_gbs=10.0, core_gflops=50.0)
+    cal.cpu = CpuRates(bandwidth=0.65, gbs_per_ghz=3.0, gflops_per_ghz=15.0)
     cal.soc_compute = 1.0
     cal.recurrent_factor = 0.5  # FORMULAS §4.1 [estimate]: where the descent starts
     cal.device_rates = device_rates(cases, cal)
@@ -343,8 +344,20 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
             cd = [c for c in cpu if c.p.kind == "decode"]
             cp = [c for c in cpu if c.p.kind == "prefill"]
             _descend(*cpu_param("bandwidth"), lambda: _score(cd, cal), *BOUNDS["cpu_bandwidth"])
-            _descend(*cpu_param("core_gbs"), lambda: _score(cd, cal), *BOUNDS["core_gbs"])
-            _descend(*cpu_param("core_gflops"), lambda: _score(cp, cal), *BOUNDS["core_gflops"])
+            x86 = [c for c in cpu if c.arch != "arm64"]  # ISA-specific kernels: each fitted on its own runs
+            arm = [c for c in cpu if c.arch == "arm64"]
+            for name, group in (("gbs_per_ghz", x86), ("arm_gbs_per_ghz", arm)):
+                runs = [c for c in group if c.p.kind == "decode"]
+                if runs:
+                    if getattr(cal.cpu, name) is None:  # ARM starts from the x86 figure
+                        cal.cpu = replace(cal.cpu, **{name: cal.cpu.gbs_per_ghz})
+                    _descend(*cpu_param(name), lambda runs=runs: _score(runs, cal), *BOUNDS["gbs_per_ghz"])
+            for name, group in (("gflops_per_ghz", x86), ("arm_gflops_per_ghz", arm)):
+                runs = [c for c in group if c.p.kind == "prefill"]
+                if runs:
+                    if getattr(cal.cpu, name) is None:
+                        cal.cpu = replace(cal.cpu, **{name: cal.cpu.gflops_per_ghz})
+                    _descend(*cpu_param(name), lambda runs=runs: _score(runs, cal), *BOUNDS["gflops_per_ghz"])
     cal.prior = replace(prior, calibrated=True, basis=f"fitted on the {len(gpu_cases)} GPU points of every backend together")
     for key, g in groups.items():
         if key in cal.backends:
@@ -375,8 +388,9 @@ def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
     cal.soc_compute = r(cal.soc_compute)
     cal.device_factors = [replace(f, bandwidth=r(f.bandwidth), compute=r(f.compute)) for f in cal.device_factors]
     cal.recurrent_factor = r(cal.recurrent_factor)
-    cal.cpu = replace(cal.cpu, bandwidth=r(cal.cpu.bandwidth), core_gbs=r(cal.cpu.core_gbs),
-                      core_gflops=r(cal.cpu.core_gflops))
+    cal.cpu = replace(cal.cpu, **{n: r(getattr(cal.cpu, n)) for n in
+                                  ("bandwidth", "gbs_per_ghz", "gflops_per_ghz", "arm_gbs_per_ghz", "arm_gflops_per_ghz")
+                                  if getattr(cal.cpu, n) is not None})
     return cal
 
 
@@ -462,7 +476,9 @@ def main(argv=None) -> int:
               f"batch MFU {v.batch_compute:.3f}  ρ {v.pipeline:.2f}  ({v.basis})")
     for k, q in sorted(cal.quant_families.items()):
         print(f"quant {k:<8} φ {q.bandwidth:.3f}  ψ {q.compute:.3f}")
-    print(f"cpu: η {cal.cpu.bandwidth:.3f}, {cal.cpu.core_gbs:.2f} GB/s and {cal.cpu.core_gflops:.1f} GFLOPS per thread")
+    c = cal.cpu
+    print(f"cpu: η {c.bandwidth:.3f}; per thread per GHz: x86 {c.gbs_per_ghz:.2f} GB/s, {c.gflops_per_ghz:.1f} GFLOPS; "
+          f"arm64 {c.arm_gbs_per_ghz or c.gbs_per_ghz:.2f} GB/s, {c.arm_gflops_per_ghz or c.gflops_per_ghz:.1f} GFLOPS")
     print(f"SoC GPU (DGX Spark, Strix Halo) prefill MFU factor {cal.soc_compute:.3f}")
     print(f"recurrent / gated-delta-net models on llama.cpp: {cal.recurrent_factor:.3f}x")
     for f in sorted(cal.device_factors, key=lambda f: (f.backend, f.chip)):

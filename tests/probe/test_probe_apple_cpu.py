@@ -5,7 +5,7 @@ import pytest
 from probe_fixtures import fixture_text
 
 from fitprobe.probe import apple
-from fitprobe.probe.cpu import cgroup_memory_limit, parse_cpuinfo, parse_lscpu, parse_meminfo
+from fitprobe.probe.cpu import cgroup_memory_limit, cpufreq_max_ghz, parse_cpuinfo, parse_lscpu, parse_meminfo
 from fitprobe.probe.run import RunResult
 from fitprobe.probe.types import GiB, MiB
 
@@ -116,3 +116,28 @@ def test_cgroup_v1_unlimited_sentinel_and_missing_files(tmp_path):
     (mem / "memory.limit_in_bytes").write_text(f"{2 * GiB}\n")
     assert cgroup_memory_limit(tmp_path, "5:cpu,cpuacct:/\n4:memory:/\n")[0] == 2 * GiB
     assert cgroup_memory_limit(tmp_path / "none", "0::/\n") == (None, None)
+
+
+def test_cpu_clock_readings(tmp_path):
+    """The cores' clock for the speed model: cpufreq's maximum where the kernel has it (the highest core: a
+    hybrid CPU's P-cores), lscpu's 'CPU max MHz', else cpuinfo's 'cpu MHz' (a VM's fixed nominal clock)."""
+    assert parse_cpuinfo(fixture_text("proc-cpuinfo_sandbox-VM_AMD-EPYC_cpu0.txt")).max_ghz == 1.996
+    assert parse_lscpu("Model name: X\nCPU max MHz:  4700.0000\nCPU min MHz: 800.0000\n").max_ghz == 4.7
+    assert parse_lscpu(fixture_text("lscpu-flags_Xeon-8488C_AWS-m7i_AMX.txt")).max_ghz is None  # not in the capture
+    root = tmp_path / "sys"
+    for cpu, khz in (("cpu0", "4400000\n"), ("cpu1", "4400000\n"), ("cpu8", "3300000\n")):  # P, P, E core
+        (root / "devices/system/cpu" / cpu / "cpufreq").mkdir(parents=True)
+        (root / "devices/system/cpu" / cpu / "cpufreq/cpuinfo_max_freq").write_text(khz)
+    assert cpufreq_max_ghz(root) == 4.4
+    assert cpufreq_max_ghz(tmp_path / "none") is None
+    (root / "devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").write_text("99999999999\n")  # no real core
+    (root / "devices/system/cpu/cpu1/cpufreq/cpuinfo_max_freq").write_text("garbage\n")
+    assert cpufreq_max_ghz(root) == 3.3
+    assert parse_cpuinfo("processor: 0\ncpu MHz: 0.000\n").max_ghz is None
+
+
+def test_instruction_set_names():
+    from fitprobe.probe.to_hardware import isa
+
+    assert [isa(m) for m in ("x86_64", "AMD64", "arm64", "aarch64", "riscv64", None)] == [
+        "x86_64", "x86_64", "arm64", "arm64", None, None]

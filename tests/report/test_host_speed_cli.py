@@ -1,4 +1,4 @@
-"""--ram-bw and --threads reach the speed estimate of CPU-only plans; bad values are one-line usage errors."""
+"""--ram-bw, --threads and --cpu-ghz reach the speed estimate of CPU-only plans; bad values are one-line usage errors."""
 import json
 
 from click.testing import CliRunner
@@ -18,9 +18,13 @@ def test_threads_and_ram_bandwidth_change_cpu_decode():
     assert two["decode_tps"] < many["decode_tps"]
     assert _speed("--threads", "32", "--ram-bw", "180")["decode_tps"] > many["decode_tps"]
     assert abs(many["prefill_tps"] / two["prefill_tps"] - 16) < 1e-6  # prefill scales with threads
+    slow, fast = _speed("--threads", "2", "--cpu-ghz", "2"), _speed("--threads", "2", "--cpu-ghz", "4")
+    assert abs(fast["prefill_tps"] / slow["prefill_tps"] - 2) < 1e-6 and fast["decode_tps"] > slow["decode_tps"]
+    assert not any("CPU clock unknown" in n for n in slow["notes"])
+    assert any("CPU clock unknown" in n for n in two["notes"])
 
 
 def test_bad_host_speed_options_are_usage_errors():
-    for args in (["--ram-bw", "0"], ["--threads", "-1"]):
+    for args in (["--ram-bw", "0"], ["--threads", "-1"], ["--cpu-ghz", "0"], ["--cpu-ghz", "nan"], ["--cpu-ghz", "40"]):
         res = CliRunner().invoke(main, ["plan", "qwen3-0.6b", "--gpu", "cpu", "--ram-gib", "8", *args])
         assert res.exit_code == 2 and "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
