@@ -22,3 +22,20 @@ def test_bandwidth_is_read_plus_write_bytes_over_the_best_round():
 def test_a_real_short_measurement_is_positive():
     gbs, _ = measure_copy_bandwidth(threads=1, mib_per_thread=8, rounds=1, budget_s=2)
     assert gbs > 0.1
+
+
+def test_probe_bench_advises_the_peak_that_reproduces_the_measured_rate():
+    """--ram-bw is a peak that the speed model multiplies by η_cpu; a measured copy rate is already an achieved
+    rate, so `probe --bench` advises copy / η_cpu: planning with it streams the measured rate, not η × it."""
+    import re
+
+    from click.testing import CliRunner
+
+    from fitprobe.catalogs.speed_calibration import load_calibration
+    from fitprobe.cli import main
+
+    res = CliRunner().invoke(main, ["probe", "--bench"])
+    assert res.exit_code == 0, res.output
+    measured = float(re.search(r"RAM bandwidth: ([0-9.]+) GB/s measured", res.output)[1])
+    advised = float(re.search(r"pass --ram-bw ([0-9]+)", res.output)[1])
+    assert advised == pytest.approx(measured / load_calibration().cpu.bandwidth, abs=0.5)
