@@ -119,20 +119,28 @@ class CpuRates:
     gbs_per_ghz: float = doc(gt=0, description="GB/s of weights one thread streams through its dot products in "
                                                "decode, per GHz of its clock")
     gflops_per_ghz: float = doc(gt=0, description="GFLOPS one thread reaches in prefill, per GHz of its clock")
-    arm_gbs_per_ghz: float | None = doc(default=None, gt=0, description="the same on 64-bit ARM cores (None: as x86)")
-    arm_gflops_per_ghz: float | None = doc(default=None, gt=0, description="the same on 64-bit ARM cores (None: as x86)")
+    arm_gbs_per_ghz: float | None = doc(default=None, gt=0, description="the same on other 64-bit ARM cores "
+                                                                        "(Neoverse, Cortex; None: as x86)")
+    arm_gflops_per_ghz: float | None = doc(default=None, gt=0, description="the same on other 64-bit ARM cores")
+    apple_gbs_per_ghz: float | None = doc(default=None, gt=0, description="the same on Apple silicon's P-cores "
+                                                                          "(None: as other ARM)")
+    apple_gflops_per_ghz: float | None = doc(default=None, gt=0, description="the same on Apple silicon's P-cores")
     calibrated: bool = True
     basis: str = ""
 
-    # Per instruction set: llama.cpp's CPU dot products are separate code per ISA (ggml-cpu/arch/x86 with
-    # AVX2 maddubs, ggml-cpu/arch/arm with NEON sdot), so one core's rate per clock differs between them.
+    # Per core class: llama.cpp's CPU dot products are separate code per ISA (ggml-cpu/arch/x86 with AVX2
+    # maddubs, ggml-cpu/arch/arm with NEON sdot), and Apple's P-cores stream several times the bytes per clock
+    # of a server ARM core in decode (M2/M4 Max vs Graviton3 at equal threads). A class without its own
+    # figure takes the nearest one's: apple -> arm64 -> x86_64.
     def thread_gbs(self, ghz: float | None, arch: str | None = None) -> float:
-        rate = (self.arm_gbs_per_ghz if arch == "arm64" else None) or self.gbs_per_ghz
-        return rate * (ghz or DEFAULT_CPU_GHZ)
+        return self._rate("gbs_per_ghz", arch) * (ghz or DEFAULT_CPU_GHZ)
 
     def thread_gflops(self, ghz: float | None, arch: str | None = None) -> float:
-        rate = (self.arm_gflops_per_ghz if arch == "arm64" else None) or self.gflops_per_ghz
-        return rate * (ghz or DEFAULT_CPU_GHZ)
+        return self._rate("gflops_per_ghz", arch) * (ghz or DEFAULT_CPU_GHZ)
+
+    def _rate(self, name: str, arch: str | None) -> float:
+        chain = {"apple": ("apple_", "arm_", ""), "arm64": ("arm_", "")}.get(arch or "", ("",))
+        return next(v for v in (getattr(self, p + name) for p in chain) if v)
 
 
 @record

@@ -77,7 +77,7 @@ def catalog_hardware(gpu: str, count: int, *, usable_fraction: float, ram_bytes:
         device = entry.device(memory_bytes=memory)
         count *= entry.devices_per_board  # a dual-chip board is two devices to the software
     return Hardware(devices=[device] * count, system_ram_bytes=ram_bytes, usable_fraction=usable_fraction,
-                    cpu_arch="arm64" if device.kind == "apple" else None)  # a Mac's CPU cores run ARM kernels
+                    cpu_arch="apple" if device.kind == "apple" else None)  # a Mac's CPU cores
 
 
 def require_known_ram(sized: Sized, hw: Hardware) -> None:

@@ -99,8 +99,16 @@ def probe_hardware(report: ProbeReport, catalog: list[dict[str, Any]] | None = N
         ram_bandwidth_gbs=report.ram_bandwidth_gbs,
         cpu_threads=(cpu.physical_cores or cpu.logical_cores) if cpu else None,
         cpu_ghz=cpu.max_ghz if cpu else None,
-        cpu_arch=isa(cpu.arch) if cpu else None,
+        cpu_arch=core_class(cpu) if cpu else None,
     )
+
+
+def core_class(cpu) -> str | None:
+    """The speed model's core class of a CPU reading: Apple silicon (its brand string, or an arm64 Mac), else the ISA."""
+    arch = isa(cpu.arch)
+    if arch == "arm64" and ((cpu.model or "").startswith("Apple") or cpu.source == "sysctl"):
+        return "apple"
+    return arch
 
 
 def isa(machine: str | None) -> str | None:

@@ -72,7 +72,7 @@ def main(argv=None) -> int:
 
     from fitprobe.probe.cpu import read_cpu
     from fitprobe.probe.membw import measure_copy_bandwidth
-    from fitprobe.probe.to_hardware import isa
+    from fitprobe.probe.to_hardware import core_class
 
     cpu = read_cpu()
     threads = args.threads or cpu.physical_cores or cpu.logical_cores or os.cpu_count()
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
         ram_bw, how = measure_copy_bandwidth()
     print(f"CPU: {cpu.model} ({cpu.physical_cores} cores / {cpu.logical_cores} threads; flags {' '.join(cpu.flags)})")
     ghz = args.cpu_ghz or cpu.max_ghz
-    arch = isa(cpu.arch)
+    arch = core_class(cpu)
     print(f"threads {threads} at {ghz or 'an unknown'} GHz ({arch}); RAM bandwidth {ram_bw:.1f} GB/s ({how})")
     print(f"{'model':<26}{'kind':<9}{'llama-bench':>12}{'fitprobe':>10}{'error':>8}")
     table = quant_table()

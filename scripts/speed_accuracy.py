@@ -14,7 +14,8 @@ what all backends show instead of following one publication to a bound; a backen
 the prior. Under the backend, each chip's bandwidth and compute share (device_factors) is fitted the same way: drawn
 towards 1 by PRIOR_WEIGHT × its points per source, so a chip one source measured moves as one point would.
 Per quant kernel family φ (decode) and ψ (prefill) relative to the K-quants; one prefill factor for power-shared
-SoC GPUs (DGX Spark, Strix Halo); for CPUs η_cpu, GB/s and GFLOPS per thread. Devices with no TFLOPS figure and
+SoC GPUs (DGX Spark, Strix Halo); for CPUs η_cpu and, per core class (x86, ARM, Apple), GB/s and GFLOPS per
+thread per GHz of its clock. Devices with no TFLOPS figure and
 no Apple shader rate get an effective rate measured on their own prefill points. Leave-one-source-out refits
 everything without the points of one source (one PR, one issue, one benchmark page) and predicts them: how the
 model does on a publication it has not seen. Points it cannot predict then (no compute figure left for the
@@ -344,15 +345,16 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
             cd = [c for c in cpu if c.p.kind == "decode"]
             cp = [c for c in cpu if c.p.kind == "prefill"]
             _descend(*cpu_param("bandwidth"), lambda: _score(cd, cal), *BOUNDS["cpu_bandwidth"])
-            x86 = [c for c in cpu if c.arch != "arm64"]  # ISA-specific kernels: each fitted on its own runs
+            x86 = [c for c in cpu if c.arch in (None, "x86_64")]  # each core class fitted on its own runs
             arm = [c for c in cpu if c.arch == "arm64"]
-            for name, group in (("gbs_per_ghz", x86), ("arm_gbs_per_ghz", arm)):
+            apple = [c for c in cpu if c.arch == "apple"]
+            for name, group in (("gbs_per_ghz", x86), ("arm_gbs_per_ghz", arm), ("apple_gbs_per_ghz", apple)):
                 runs = [c for c in group if c.p.kind == "decode"]
                 if runs:
-                    if getattr(cal.cpu, name) is None:  # ARM starts from the x86 figure
+                    if getattr(cal.cpu, name) is None:  # a class starts from the x86 figure
                         cal.cpu = replace(cal.cpu, **{name: cal.cpu.gbs_per_ghz})
                     _descend(*cpu_param(name), lambda runs=runs: _score(runs, cal), *BOUNDS["gbs_per_ghz"])
-            for name, group in (("gflops_per_ghz", x86), ("arm_gflops_per_ghz", arm)):
+            for name, group in (("gflops_per_ghz", x86), ("arm_gflops_per_ghz", arm), ("apple_gflops_per_ghz", apple)):
                 runs = [c for c in group if c.p.kind == "prefill"]
                 if runs:
                     if getattr(cal.cpu, name) is None:
@@ -389,7 +391,8 @@ def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
     cal.device_factors = [replace(f, bandwidth=r(f.bandwidth), compute=r(f.compute)) for f in cal.device_factors]
     cal.recurrent_factor = r(cal.recurrent_factor)
     cal.cpu = replace(cal.cpu, **{n: r(getattr(cal.cpu, n)) for n in
-                                  ("bandwidth", "gbs_per_ghz", "gflops_per_ghz", "arm_gbs_per_ghz", "arm_gflops_per_ghz")
+                                  ("bandwidth", "gbs_per_ghz", "gflops_per_ghz", "arm_gbs_per_ghz", "arm_gflops_per_ghz",
+                                   "apple_gbs_per_ghz", "apple_gflops_per_ghz")
                                   if getattr(cal.cpu, n) is not None})
     return cal
 
@@ -478,7 +481,8 @@ def main(argv=None) -> int:
         print(f"quant {k:<8} φ {q.bandwidth:.3f}  ψ {q.compute:.3f}")
     c = cal.cpu
     print(f"cpu: η {c.bandwidth:.3f}; per thread per GHz: x86 {c.gbs_per_ghz:.2f} GB/s, {c.gflops_per_ghz:.1f} GFLOPS; "
-          f"arm64 {c.arm_gbs_per_ghz or c.gbs_per_ghz:.2f} GB/s, {c.arm_gflops_per_ghz or c.gflops_per_ghz:.1f} GFLOPS")
+          f"arm64 {c.thread_gbs(1, 'arm64'):.2f} GB/s, {c.thread_gflops(1, 'arm64'):.1f} GFLOPS; "
+          f"apple {c.thread_gbs(1, 'apple'):.2f} GB/s, {c.thread_gflops(1, 'apple'):.1f} GFLOPS")
     print(f"SoC GPU (DGX Spark, Strix Halo) prefill MFU factor {cal.soc_compute:.3f}")
     print(f"recurrent / gated-delta-net models on llama.cpp: {cal.recurrent_factor:.3f}x")
     for f in sorted(cal.device_factors, key=lambda f: (f.backend, f.chip)):

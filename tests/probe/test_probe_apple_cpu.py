@@ -136,8 +136,14 @@ def test_cpu_clock_readings(tmp_path):
     assert parse_cpuinfo("processor: 0\ncpu MHz: 0.000\n").max_ghz is None
 
 
-def test_instruction_set_names():
-    from fitprobe.probe.to_hardware import isa
+def test_instruction_set_names_and_core_classes():
+    from fitprobe.probe.to_hardware import core_class, isa
+    from fitprobe.probe.types import CpuReading
 
     assert [isa(m) for m in ("x86_64", "AMD64", "arm64", "aarch64", "riscv64", None)] == [
         "x86_64", "x86_64", "arm64", "arm64", None, None]
+    mac = CpuReading(model="Apple M2 Max", arch="arm64", source="sysctl")
+    graviton = CpuReading(model=None, arch="aarch64", source="procfs")
+    epyc = parse_cpuinfo(fixture_text("proc-cpuinfo_sandbox-VM_AMD-EPYC_cpu0.txt"))
+    epyc.arch = "x86_64"
+    assert [core_class(c) for c in (mac, graviton, epyc)] == ["apple", "arm64", "x86_64"]

@@ -171,10 +171,15 @@ def test_cpu_rates_follow_the_core_clock_and_the_instruction_set():
     slow, fast = _cpu(2, 400, ghz=2.0), _cpu(2, 400, ghz=4.0)
     assert fast.decode_tps > slow.decode_tps and fast.cpu_ms == pytest.approx(slow.cpu_ms / 2, rel=1e-6)
     assert fast.prefill_tps == pytest.approx(2 * slow.prefill_tps, rel=1e-6)
-    arm = _cpu(2, 400, ghz=2.0, arch="arm64")
-    assert cpu.arm_gbs_per_ghz and cpu.arm_gflops_per_ghz  # fitted on the published ARM runs
+    arm, apple = _cpu(2, 400, ghz=2.0, arch="arm64"), _cpu(2, 400, ghz=2.0, arch="apple")
+    assert cpu.arm_gbs_per_ghz and cpu.arm_gflops_per_ghz and cpu.apple_gbs_per_ghz  # fitted on published runs
     assert arm.cpu_ms == pytest.approx(slow.cpu_ms * cpu.gbs_per_ghz / cpu.arm_gbs_per_ghz, rel=1e-6)
     assert arm.prefill_tps == pytest.approx(slow.prefill_tps * cpu.arm_gflops_per_ghz / cpu.gflops_per_ghz, rel=1e-6)
+    assert apple.cpu_ms == pytest.approx(slow.cpu_ms * cpu.gbs_per_ghz / cpu.apple_gbs_per_ghz, rel=1e-6)
+    # a class without its own figure takes the nearest one's: apple -> arm64 -> x86_64
+    bare = replace(cpu, apple_gbs_per_ghz=None, arm_gbs_per_ghz=None)
+    assert bare.thread_gbs(2.0, "apple") == bare.thread_gbs(2.0, "arm64") == cpu.gbs_per_ghz * 2.0
+    assert replace(cpu, apple_gbs_per_ghz=None).thread_gbs(3.0, "apple") == cpu.arm_gbs_per_ghz * 3.0
     # enough cores and clock: the RAM is the ceiling, and the clock no longer matters
     assert _cpu(64, 50, ghz=3.0).decode_tps == pytest.approx(_cpu(64, 50, ghz=5.0).decode_tps, rel=1e-9)
 
