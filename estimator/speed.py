@@ -160,7 +160,8 @@ class Speed:
     compute_ms: float = doc(description="per-step compute time of a batch (0 at batch 1)")
     backend: str
     efficiency: Efficiency
-    bound: str = doc(description="what limits decode: GPU bandwidth, system RAM bandwidth, overhead, compute")
+    bound: str = doc(description="what limits decode: GPU bandwidth, system RAM bandwidth, CPU cores (the "
+                                 "RAM-resident bytes at the cores' pace), per-step overhead, compute")
     notes: list[str] = doc(default_factory=list)
 
 
@@ -663,7 +664,8 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                          ms=Num(eff.eager_fixed_ms * fixed_scale(terms), ".1f"),
                          graphs=Num(eff.fixed_ms * fixed_scale(terms), ".1f")))
     parts = decode_parts(terms, devices, eff, quant, cpu, ram_bw_gbs=ram_bw, threads=threads, tflops=tflops,
-                         cpu_ghz=ghz, cpu_arch=hw.cpu_arch, arch_factor=arch_factor, device_tflops=dev_tflops, device_bandwidth=dev_bw, graphs=graphs)
+                         cpu_ghz=ghz, cpu_arch=hw.cpu_arch, arch_factor=arch_factor, device_tflops=dev_tflops,
+                         device_bandwidth=dev_bw, graphs=graphs)
     if terms.parallel and len(devices) > 1:
         link = terms.link
         notes.append(msg("tensor parallel %(n)s over %(link)s: 2 all-reduces per layer at ~%(us)s µs each",
@@ -674,6 +676,9 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                          "overlaps only the micro-batches of one batch", n=len(devices)))
     step_ms = sum(parts.values())
     bound = max(parts, key=parts.get)
+    if bound == "system RAM bandwidth" and threads and \
+            threads * cpu.thread_gbs(ghz, hw.cpu_arch) < (ram_bw or DEFAULT_RAM_BANDWIDTH_GBS) * cpu.bandwidth:
+        bound = "CPU cores"  # the cores' dot products, not the RAM, set the pace: more threads or clock would help
     prefill = ttft = None
     pt = prefill_terms(spec, weights, settings, hw, memory, tokens=prompt_tokens, depth=prompt_depth,
                        n_batch=n_batch, backend=backend, cpu_expert_layers=cpu_expert_layers)

@@ -151,6 +151,7 @@ def duration(ms: float) -> str:
 
 
 BOUND = {"GPU bandwidth": N_("GPU bandwidth"), "system RAM bandwidth": N_("system RAM bandwidth"),
+         "CPU cores": N_("CPU cores"),
          "per-step overhead": N_("per-step overhead"), "compute": N_("compute")}  # Speed.bound
 
 

@@ -162,6 +162,7 @@ def test_cpu_decode_is_capped_by_cores_and_by_ram():
     # not ~10. The published 2-thread x86 runs stream ~2.5 GB/s per thread per GHz (i5-4278U, i3-1315U).
     vm = _cpu(2, 89.6, ghz=2.445, arch="x86_64")
     assert 1.5 < vm.decode_tps < 3.5 and not any("CPU clock unknown" in say(n) for n in vm.notes)
+    assert vm.bound == "CPU cores" and many.bound == "system RAM bandwidth"  # which of the two caps binds
 
 
 def test_cpu_rates_follow_the_core_clock_and_the_instruction_set():
