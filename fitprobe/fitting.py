@@ -248,9 +248,15 @@ def render_table(out) -> str:
 
     hw = out.hardware
     ram = _(", ") + _("%(size)s GiB RAM") % {"size": spec(hw.system_ram_bytes / GIB, ".0f")} if hw.system_ram_bytes else ""
-    lines = [_("What runs on %(hardware)s (%(usable)s GiB usable%(ram)s; %(source)s) — %(models)s, sorted by %(sort)s")
-             % {"hardware": hw.name, "usable": spec(hw.usable_bytes / GIB, ".1f"), "ram": ram, "source": _(hw.source),
-                "models": _(out.source), "sort": _(SORT_WORDS[out.sort])},
+    head = {"hardware": hw.name, "usable": spec(hw.usable_bytes / GIB, ".1f"), "ram": ram, "source": _(hw.source),
+            "models": _(out.source), "sort": _(SORT_WORDS[out.sort])}
+    if not hw.usable_bytes and hw.system_ram_bytes:  # CPU only: no device memory to speak of, only the RAM
+        title = _("What runs on %(hardware)s (%(size)s GiB RAM; %(source)s) — %(models)s, sorted by %(sort)s") % {
+            **head, "size": spec(hw.system_ram_bytes / GIB, ".0f")}
+    else:
+        title = _("What runs on %(hardware)s (%(usable)s GiB usable%(ram)s; %(source)s) — %(models)s, sorted by "
+                  "%(sort)s") % head
+    lines = [title,
              f"{' #':>3} " + cells(names)]
     for r in out.rows:
         lines.append(f"{r.rank:>3} " + cells([_cut(r.model, 26), _cut(r.quant, 10), _cut(r.engine, 9), _ctx(r.context),

@@ -161,3 +161,10 @@ def test_all_with_plan_filters_keeps_runnable_rows_first():
     assert all(r["decode_tps"] >= 30 for r in rows if r["runs"])
     filtered = [r for r in rows if not r["runs"] and r["status"] != "exceeds"]
     assert filtered and all(r["would_fit"][0].startswith("it runs") for r in filtered)
+
+
+def test_cpu_only_title_names_the_ram_not_zero_device_memory():
+    code, out, _ = run("fit", "--gpu", "cpu", "--ram-gib", "32", "--limit", "3")
+    assert code == 0, out
+    title = out.splitlines()[0]
+    assert "32 GiB RAM" in title and "GiB usable" not in title
