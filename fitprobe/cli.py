@@ -110,7 +110,8 @@ def size_options(f):
         click.option("--ram-bw", type=positive(1e5), default=None,
                      help=N_("speed: system RAM bandwidth GB/s (default 89.6; measure it: fitprobe probe --bench)")),
         click.option("--threads", "cpu_threads", type=click.IntRange(1, 4096), default=None,
-                     help=N_("speed: CPU cores llama.cpp computes on (default: probed physical cores)")),
+                     help=N_("speed: CPU cores llama.cpp computes on (default: as llama.cpp counts them here: the "
+                             "P-cores of a hybrid CPU, else the physical cores)")),
         click.option("--cpu-ghz", type=Number(0.3, 10), default=None,
                      help=N_("speed: their clock in GHz, maximum turbo (default: probed; else 3.5)")),
         click.option("--token", default=None, help=N_("Hugging Face token for gated repos (or HF_TOKEN)")),

@@ -46,7 +46,8 @@ class PlanRequest:
     ram_bw: float | None = doc(default=None, description="speed: system RAM bandwidth GB/s for offloaded or "
                                                           "CPU-only decode (default 89.6)")
     cpu_threads: int | None = doc(default=None, description="speed: CPU cores llama.cpp computes on (default: "
-                                                            "probed physical cores)")
+                                                            "llama.cpp's own count here: P-cores of a hybrid CPU, "
+                                                            "else physical cores)")
     cpu_ghz: float | None = doc(default=None, description="speed: those cores' clock in GHz (default: probed, else "
                                                          "3.5)")
     revision: str | None = doc(default=None, description="Hub revision (branch, tag or commit)")

@@ -160,6 +160,31 @@ def cgroup_memory_limit(cgroup_root: Path, self_cgroup: str) -> tuple[int | None
     return (best[0], best[1]) if best else (None, None)
 
 
+def hybrid_performance_cores(sys_root: Path = Path("/sys")) -> int | None:
+    """P-cores of a hybrid Intel CPU (Linux lists them under the cpu_core PMU, E-cores under cpu_atom): distinct
+    thread-sibling sets among the cpu_core CPUs. llama.cpp's default thread count on such a CPU is this number
+    (common/common.cpp common_cpu_get_num_math: E-cores skipped, one thread per core). None: not hybrid."""
+    core = sys_root / "devices/cpu_core/cpus"
+    if not core.exists() or not (sys_root / "devices/cpu_atom/cpus").exists():
+        return None
+    try:
+        cpus = _cpu_list(core.read_text().strip())
+        siblings = {(sys_root / f"devices/system/cpu/cpu{c}/topology/thread_siblings").read_text().strip()
+                    for c in cpus}
+    except (OSError, ValueError):
+        return None
+    return len(siblings) or None
+
+
+def _cpu_list(text: str) -> list[int]:
+    """A kernel CPU list ('0-3,8,10-11') as numbers."""
+    out: list[int] = []
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    return out
+
+
 def read_cpu() -> CpuReading:
     """Read layer: /proc/cpuinfo on Linux, sysctl on macOS, platform elsewhere; cores from psutil."""
     system = platform.system()
@@ -171,18 +196,21 @@ def read_cpu() -> CpuReading:
             reading = None
         if reading is not None:  # cpuinfo's 'cpu MHz' is the current clock: only a VM's (fixed) one stands in
             reading.max_ghz = cpufreq_max_ghz() or reading.max_ghz
+            reading.performance_cores = hybrid_performance_cores()
     elif system == "Darwin":
         from .apple import parse_sysctl
         from .run import run_command
 
         res = run_command(["sysctl", "machdep.cpu.brand_string", "machdep.cpu.features", "machdep.cpu.leaf7_features",
-                           "hw.cpufrequency_max"])  # Intel Macs only: Apple silicon publishes no clock
+                           "hw.cpufrequency_max",  # Intel Macs only: Apple silicon publishes no clock
+                           "hw.perflevel0.physicalcpu"])  # the P-cores, llama.cpp's default thread count
         vals = parse_sysctl(res.stdout)
         feats = (vals.get("machdep.cpu.features", "") + " " + vals.get("machdep.cpu.leaf7_features", "")).lower()
         reading = CpuReading(
             model=vals.get("machdep.cpu.brand_string"),
             flags=_interesting(feats.replace(".", "_").split()),
             max_ghz=_ghz(_number(vals.get("hw.cpufrequency_max", "")) / 1e6),
+            performance_cores=int(_number(vals.get("hw.perflevel0.physicalcpu", ""))) or None,
             source="sysctl",
         )
     if reading is None:

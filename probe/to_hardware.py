@@ -97,7 +97,7 @@ def probe_hardware(report: ProbeReport, catalog: list[dict[str, Any]] | None = N
         system_ram_bytes=ram or None,
         ram_available_bytes=avail,
         ram_bandwidth_gbs=report.ram_bandwidth_gbs,
-        cpu_threads=(cpu.physical_cores or cpu.logical_cores) if cpu else None,
+        cpu_threads=(cpu.performance_cores or cpu.physical_cores or cpu.logical_cores) if cpu else None,
         cpu_ghz=cpu.max_ghz if cpu else None,
         cpu_arch=core_class(cpu) if cpu else None,
     )

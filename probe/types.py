@@ -90,6 +90,9 @@ class CpuReading:
     physical_cores: int | None = None
     logical_cores: int | None = None
     flags: list[str] = doc(default_factory=list)
+    performance_cores: int | None = doc(default=None, description="the cores llama.cpp computes on by default where "
+                                        "it skips others: a hybrid Intel CPU's P-cores on Linux "
+                                        "(common_cpu_get_num_math), an Apple chip's (hw.perflevel0.physicalcpu)")
     max_ghz: float | None = doc(default=None, description="the cores' highest clock: cpufreq's cpuinfo_max_freq, "
                                                           "lscpu's 'CPU max MHz', or (VMs without cpufreq) cpuinfo's "
                                                           "'cpu MHz'")

@@ -147,3 +147,33 @@ def test_instruction_set_names_and_core_classes():
     epyc = parse_cpuinfo(fixture_text("proc-cpuinfo_sandbox-VM_AMD-EPYC_cpu0.txt"))
     epyc.arch = "x86_64"
     assert [core_class(c) for c in (mac, graviton, epyc)] == ["apple", "arm64", "x86_64"]
+
+
+def test_default_threads_are_llama_cpps_p_cores_on_hybrid_cpus(tmp_path):
+    """llama.cpp's default -t skips a hybrid Intel CPU's E-cores and counts one thread per P-core
+    (common_cpu_get_num_math), and on a Mac counts hw.perflevel0.physicalcpu: the plan's threads are those."""
+    from fitprobe.probe.cpu import hybrid_performance_cores
+
+    root = tmp_path / "sys"
+    assert hybrid_performance_cores(root) is None  # no cpu_core / cpu_atom PMUs: not hybrid
+    (root / "devices/cpu_core").mkdir(parents=True)
+    (root / "devices/cpu_atom").mkdir(parents=True)
+    (root / "devices/cpu_core/cpus").write_text("0-3\n")  # 2 P-cores with 2 threads each (an i3-1315U)
+    (root / "devices/cpu_atom/cpus").write_text("4-7\n")
+    for cpu, siblings in ((0, "03"), (1, "03"), (2, "0c"), (3, "0c")):
+        topo = root / f"devices/system/cpu/cpu{cpu}/topology"
+        topo.mkdir(parents=True)
+        (topo / "thread_siblings").write_text(siblings + "\n")
+    assert hybrid_performance_cores(root) == 2
+    vals = apple.parse_sysctl(fixture_text("sysctl-a-hw_M1Pro.txt"))
+    assert vals["hw.perflevel0.physicalcpu"] == "8"  # what read_cpu takes on a Mac (M1 Pro: 8 P + 2 E)
+    from fitprobe.probe.to_hardware import probe_hardware
+    from fitprobe.probe.types import CpuReading, PlatformInfo, ProbeReport
+
+    def threads(cpu):
+        return probe_hardware(ProbeReport(platform=PlatformInfo(system="Linux"), cpu=cpu), catalog=[]).cpu_threads
+
+    hybrid = CpuReading(model="13th Gen Intel(R) Core(TM) i3-1315U", physical_cores=6, logical_cores=8,
+                        performance_cores=2, source="procfs")
+    assert threads(hybrid) == 2
+    assert threads(CpuReading(physical_cores=6, logical_cores=12, source="procfs")) == 6
