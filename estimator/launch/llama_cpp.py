@@ -314,6 +314,11 @@ def _build(inp, fmt, st, sized, reasons, notes, w) -> LaunchPlan:
                                  n=len(shown), split=split))
     else:
         flags.append(Flag(flag="-ngl", value="0", reason=msg("no GPU: every layer runs on the CPU")))
+    on_cpu = not hw.devices or cpu_moe or (st.gpu_layers is not None and st.gpu_layers <= n)
+    if on_cpu and hw.cpu_threads:  # the speed counts these threads: the command must run the same number
+        flags.append(Flag(flag="--threads", value=str(hw.cpu_threads),
+                          reason=msg("the %(n)s CPU threads the speed estimate counts for the layers in RAM",
+                                     n=hw.cpu_threads)))
     flags += rope_flags(inp, st, "llama.cpp")[0]
     flags.append(Flag(flag="-fa", value="on", reason=(
         msg("flash attention: needed for a quantized V cache, and keeps the compute buffer from growing with the "
