@@ -28,3 +28,16 @@ def test_bad_host_speed_options_are_usage_errors():
     for args in (["--ram-bw", "0"], ["--threads", "-1"], ["--cpu-ghz", "0"], ["--cpu-ghz", "nan"], ["--cpu-ghz", "40"]):
         res = CliRunner().invoke(main, ["plan", "qwen3-0.6b", "--gpu", "cpu", "--ram-gib", "8", *args])
         assert res.exit_code == 2 and "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_the_command_runs_the_threads_the_speed_counts():
+    """Where layers compute on the CPU, the printed llama-server command passes the thread count the speed
+    estimate assumed; all on the GPU, it leaves llama.cpp's default alone."""
+    def command(*args):
+        res = CliRunner().invoke(main, ["plan", "llama-3.1-8b-instruct", "--json", *args])
+        assert res.exit_code in (0, 1), res.output
+        return json.loads(res.output)["recommended"]["command"]
+
+    assert "--threads 8" in command("--gpu", "cpu", "--ram-gib", "64", "--threads", "8")
+    assert "--threads" not in command("--gpu", "RTX 4090", "--threads", "8")
+    assert "--threads 6" in command("--gpu", "RTX 4090", "--ngl", "10", "--ram-gib", "64", "--threads", "6")
