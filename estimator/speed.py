@@ -637,7 +637,8 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
         notes.append(msg("CPU core count unknown: the RAM bandwidth is taken as reachable"))
     ghz = hw.cpu_ghz
     if (terms.cpu_bytes or not devices) and threads and not ghz:
-        notes.append(msg("CPU clock unknown: assumed %(ghz)s GHz per core; pass --cpu-ghz", ghz=Num(DEFAULT_CPU_GHZ, "g")))
+        notes.append(msg("CPU clock unknown: assumed %(ghz)s GHz per core; pass --cpu-ghz",
+                         ghz=Num(DEFAULT_CPU_GHZ, "g")))
     dev_tflops = [calibration.device_tflops(d, key) for d in devices]
     dev_bw = [calibration.device_bandwidth(d, key) for d in devices]
     chips = {}

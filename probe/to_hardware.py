@@ -104,7 +104,8 @@ def probe_hardware(report: ProbeReport, catalog: list[dict[str, Any]] | None = N
 
 
 def core_class(cpu) -> str | None:
-    """The speed model's core class of a CPU reading: Apple silicon (its brand string, or an arm64 Mac), else the ISA."""
+    """The speed model's core class of a CPU reading: Apple silicon (its brand string, or an arm64 Mac), else
+    the instruction set."""
     arch = isa(cpu.arch)
     if arch == "arm64" and ((cpu.model or "").startswith("Apple") or cpu.source == "sysctl"):
         return "apple"
