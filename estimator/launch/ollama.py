@@ -77,6 +77,10 @@ def plan(inp: LaunchInput) -> LaunchPlan:
         Flag(flag="OLLAMA_FLASH_ATTENTION", value="1",
              reason=msg("flash attention: needed for a quantized KV cache and keeps the compute buffer small")),
     ]
+    if not inp.hw.devices and inp.hw.cpu_threads:  # the speed counts these threads: the model must run as many
+        flags.append(Flag(flag="num_thread", value=str(inp.hw.cpu_threads),
+                          reason=msg("the %(n)s CPU threads the speed estimate counts: PARAMETER num_thread in a "
+                                     "Modelfile, or options.num_thread in an API call", n=inp.hw.cpu_threads)))
     if st.kv_cache_dtype != "f16":
         env["OLLAMA_KV_CACHE_TYPE"] = st.kv_cache_dtype
         flags.append(Flag(flag="OLLAMA_KV_CACHE_TYPE", value=st.kv_cache_dtype,

@@ -41,3 +41,7 @@ def test_the_command_runs_the_threads_the_speed_counts():
     assert "--threads 8" in command("--gpu", "cpu", "--ram-gib", "64", "--threads", "8")
     assert "--threads" not in command("--gpu", "RTX 4090", "--threads", "8")
     assert "--threads 6" in command("--gpu", "RTX 4090", "--ngl", "10", "--ram-gib", "64", "--threads", "6")
+    res = CliRunner().invoke(main, ["plan", "llama-3.1-8b-instruct", "--json", "--gpu", "cpu", "--ram-gib", "64",
+                                    "--threads", "8"])
+    ollama = {f["flag"]: f["value"] for f in json.loads(res.output)["launch"]["ollama"]["flags"]}
+    assert ollama["num_thread"] == "8"  # Ollama takes it per model (Modelfile PARAMETER or API option)
