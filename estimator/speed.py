@@ -521,9 +521,7 @@ def decode_parts(t: DecodeTerms, devices: list[Device], eff: Efficiency, quant: 
     gpu = (max(per) if t.parallel else sum(per)) if per else 0.0
     cpu_ms = 0.0
     if t.cpu_bytes:
-        bw = (ram_bw_gbs or DEFAULT_RAM_BANDWIDTH_GBS) * cpu.bandwidth
-        if threads:
-            bw = min(bw, threads * cpu.thread_gbs(cpu_ghz, cpu_arch))
+        bw, _ = cpu_stream_gbs(cpu, ram_bw_gbs, threads, cpu_ghz, cpu_arch)
         cpu_ms = t.cpu_bytes / (bw * 1e9 * arch_factor) * 1e3
     fixed = eff.fixed_ms if graphs or eff.eager_fixed_ms is None else eff.eager_fixed_ms
     overhead = fixed * fixed_scale(t) if devices else 0.0
@@ -533,6 +531,15 @@ def decode_parts(t: DecodeTerms, devices: list[Device], eff: Efficiency, quant: 
     if t.batch > 1 and tflops:
         compute = t.batch * t.flops_per_token / (tflops * 1e12 * eff.batch_compute) * 1e3
     return {"GPU bandwidth": gpu, "system RAM bandwidth": cpu_ms, "per-step overhead": overhead, "compute": compute}
+
+
+def cpu_stream_gbs(cpu: CpuRates, ram_bw_gbs: float | None, threads: int | None, ghz: float | None,
+                   arch: str | None) -> tuple[float, bool]:
+    """GB/s the CPU side of a decode step streams, and whether the cores (not the RAM) set it: the RAM's peak at
+    η_cpu, capped by what the threads' dot products take at their clock (no cap when the core count is unknown)."""
+    ram = (ram_bw_gbs or DEFAULT_RAM_BANDWIDTH_GBS) * cpu.bandwidth
+    cores = threads * cpu.thread_gbs(ghz, arch) if threads else float("inf")
+    return min(ram, cores), cores < ram
 
 
 def tile_flops(flops: float, expert_flops: float, tokens: int, expert_fraction: float, eff: Efficiency) -> float:
@@ -677,8 +684,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                          "overlaps only the micro-batches of one batch", n=len(devices)))
     step_ms = sum(parts.values())
     bound = max(parts, key=parts.get)
-    if bound == "system RAM bandwidth" and threads and \
-            threads * cpu.thread_gbs(ghz, hw.cpu_arch) < (ram_bw or DEFAULT_RAM_BANDWIDTH_GBS) * cpu.bandwidth:
+    if bound == "system RAM bandwidth" and cpu_stream_gbs(cpu, ram_bw, threads, ghz, hw.cpu_arch)[1]:
         bound = "CPU cores"  # the cores' dot products, not the RAM, set the pace: more threads or clock would help
     prefill = ttft = None
     pt = prefill_terms(spec, weights, settings, hw, memory, tokens=prompt_tokens, depth=prompt_depth,

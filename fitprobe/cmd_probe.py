@@ -63,9 +63,10 @@ def render_report(report) -> str:
     if report.ram_bandwidth_gbs:
         lines.append(_("RAM bandwidth: %(gbs)s GB/s measured (%(method)s)") % {
             "gbs": spec(report.ram_bandwidth_gbs, ".1f"), "method": say(report.ram_bandwidth_method)})
+        share = ram_share()
         lines.append("  " + _("--ram-bw is a peak, of which llama.cpp's decode streams %(share)s; a copy rate is already what "
                        "decode reaches: pass --ram-bw %(flag)s") % {
-            "share": spec(ram_share(), ".0%"), "flag": f"{report.ram_bandwidth_gbs / ram_share():.0f}"})
+            "share": spec(share, ".0%"), "flag": f"{report.ram_bandwidth_gbs / share:.0f}"})
     if report.visible_masks:
         lines.append(_("masks: %(masks)s") % {"masks": _(", ").join(f"{k}={v}" for k, v in report.visible_masks.items())})
     lines.append(_("backends:"))

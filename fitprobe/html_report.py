@@ -41,6 +41,9 @@ def _env(lang: str) -> jinja2.Environment:
     env.filters["fmt"] = lambda value, spec=",.2f", scale=1: format_number(value, spec, scale, lang)
     env.filters["say"] = i18n.say  # a sentence of the core (verdict reasons, notes) in the active language
     env.globals["host_total"] = host_total
+    from fitprobe.render import wait_unit
+
+    env.globals["wait_unit"] = wait_unit  # the text report's ms / s / min choice, written once
     return env
 
 

@@ -140,14 +140,19 @@ def _tps(value: float, fmt: str = ",.1f") -> str:
     return spec(value, fmt, "tok/s")
 
 
-def duration(ms: float) -> str:
-    """A wait as a person reads it: milliseconds under 10 s, seconds under 10 min, minutes beyond
-    (a CPU prefill of a 4K prompt can take minutes; "414,994 ms" reads as noise)."""
+def wait_unit(ms: float) -> tuple[str, int, str]:
+    """How a wait of `ms` reads (format, divisor, unit): milliseconds under 10 s, seconds under 10 min, minutes
+    beyond (a CPU prefill of a 4K prompt can take minutes; "414,994 ms" reads as noise). The page uses it too."""
     if ms < 10_000:
-        return spec(ms, ",.0f", "ms")
+        return ",.0f", 1, "ms"
     if ms < 600_000:
-        return spec(ms / 1e3, ",.1f" if ms < 100_000 else ",.0f", "s")
-    return spec(ms / 60e3, ",.0f", "min")
+        return (",.1f" if ms < 100_000 else ",.0f"), 1000, "s"
+    return ",.0f", 60_000, "min"
+
+
+def duration(ms: float) -> str:
+    fmt, divisor, unit = wait_unit(ms)
+    return spec(ms / divisor, fmt, unit)
 
 
 BOUND = {"GPU bandwidth": N_("GPU bandwidth"), "system RAM bandwidth": N_("system RAM bandwidth"),
