@@ -360,6 +360,24 @@ def test_gpus_before_volta_decode_without_cuda_graphs():
     assert cuda_graphs(find_gpu("V100 SXM2 32GB").device()) and cuda_graphs(replace(hw.devices[0], compute_capability=None))
 
 
+def test_a_plan_pays_the_fused_builds_step_overhead_not_2024s():
+    """llama.cpp's CUDA backend fuses a decode step's small kernels since July 2025 (PR 14800 on): the 2024
+    graph builds calibrate with their own, larger t_fixed, and a plan (the pinned build) pays the fused one.
+    PR 26767's master column (Aug 2026) ran Qwen3-4B Q4_K_M tg128 at 373 t/s on an RTX 5090; the 2024 step
+    overhead put it at ~210."""
+    assert CAL.prefusion_fixed_ms["llama.cpp/cuda"] > CAL.backends["llama.cpp/cuda"].fixed_ms
+    spec, w, st, hw, mem, s = _run("qwen3-4b", "RTX 5090", quant="Q4_K_M", context=512)  # tg128 runs at depth 0
+    from fitprobe.estimator.speed import REFERENCE_KERNELS, step_kernels
+
+    fixed = CAL.backends["llama.cpp/cuda"].fixed_ms
+    assert s.overhead_ms == pytest.approx(fixed * step_kernels(spec) / REFERENCE_KERNELS)
+    as_2024 = estimate_speed(spec, w, st, hw, mem, calibration=replace(CAL, backends={
+        **CAL.backends, "llama.cpp/cuda": replace(CAL.backends["llama.cpp/cuda"],
+                                                  fixed_ms=CAL.prefusion_fixed_ms["llama.cpp/cuda"])}))
+    assert as_2024.decode_tps < s.decode_tps
+    assert 373 * 0.75 <= s.decode_tps <= 373 * 1.1
+
+
 def test_recurrent_models_run_at_the_fitted_factor():
     spec, w, st, hw, mem, s = _run("qwen3-next-80b-a3b-thinking", "H100 SXM", quant="Q4_K_M", context=4096)
     assert spec.recurrent_layers and 0 < CAL.recurrent_factor <= 1
