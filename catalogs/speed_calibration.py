@@ -116,11 +116,11 @@ class SpeedCalibration:
     recurrent_factor: float = doc(default=0.5, gt=0, le=1,
                                   description="rate of a model with recurrent / gated-delta-net layers on llama.cpp "
                                               "relative to an attention-only one (FORMULAS §4.1 starts from 0.5×)")
-    prefusion_fixed_ms: dict[str, float] = doc(
-        default_factory=dict, description="t_fixed of a backend's published runs from builds before its kernel fusion "
-                                          "(llama.cpp CUDA with graphs before FUSED_SINCE): fitted so those runs "
-                                          "still calibrate η and the rest; a plan uses the backend's fixed_ms, "
-                                          "the pinned build's")
+    earlier_fixed_ms: dict[str, float] = doc(
+        default_factory=dict, description="t_fixed of a backend's published runs from builds before the pinned build's "
+                                          "era (llama.cpp CUDA graph builds before 2026, whose steps fused fewer "
+                                          "kernels): fitted so those runs still calibrate η and the rest; a plan uses "
+                                          "the backend's fixed_ms")
     doc: str = ""
 
     def efficiency(self, key: str) -> Efficiency:

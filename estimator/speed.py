@@ -25,8 +25,8 @@ time); a single micro-batch (pp512) gets no overlap. Weights of CPU-resident blo
 per micro-batch (ggml offloads big matmuls to the GPU). Where llama.cpp's CUDA/HIP kernels decline a
 micro-batch (estimator/expert_kernels.py) its time grows by the F16 weight copies of the cuBLAS path, read and
 written at η, and by the launches of MoE blocks run one expert at a time, each at eager t_fixed / 290. η, t_fixed (and on CUDA the t_fixed of GPUs that
-run without CUDA graphs; t_fixed is the pinned build's, whose CUDA steps fuse small kernels: the 2024 graph
-builds the calibration also reads paid more), t_moe, ε, MFU, m½, κ are per backend
+run without CUDA graphs; t_fixed is the pinned build's era's: CUDA graph builds before 2026, which fused fewer
+kernels, calibrate with their own), t_moe, ε, MFU, m½, κ are per backend
 (fitted hierarchically: each drawn towards the constants of all backends together), times a chip's own
 measured share where published runs measured it (an M1 Max GPU streams less of its 400 GB/s than an
 M3 Max, an Arc A770 runs SYCL's kernels far below a B580), φ/ψ per quant kernel family, all fitted

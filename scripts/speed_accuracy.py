@@ -66,17 +66,19 @@ PIPELINE_PRIOR = 0.0
 PRIOR_WEIGHT = 0.3
 
 
-# llama.cpp's CUDA backend began fusing a decode step's small kernels in July 2025: rms_norm with its mul
-# (PR 14800, merged 2025-07-21), then adds with rms_norm (PR 15631, 2025-08-28), the MoE top-k (PR 16102) and
-# more since. A step of the pinned build runs far fewer kernels than a 2024 graph build's, so the runs from
-# before get their own fitted t_fixed (prefusion_fixed_ms) and a plan the fixed_ms of the runs since.
-FUSED_SINCE = "2025-08"
+# llama.cpp's CUDA step overhead kept falling through 2025-26: small kernels fused (rms_norm with its mul, PR 14800
+# merged 2025-07-21; adds with rms_norm, PR 15631; the MoE top-k; muls, PR 21665, Apr 2026; rms_norm + mul + rope,
+# PR 26767, Aug 2026) and, on Hopper and newer, kernels overlapping their launches (PDL, PR 22522, May 2026). The
+# runs from builds of the pinned build's year fit the t_fixed a plan pays; the graph builds before fit their own
+# (earlier_fixed_ms), so they still calibrate η and the rest. Held out, a boundary at the first fusions (2025-08)
+# did worse than this one (decode 11.7/32.9 % against 10.7/29.2 %, median/p90) and than none (11.1/30.9 %).
+RECENT_SINCE = "2026-01"
 
 
-def ran_fused_kernels(p: Point, key: str, graphs: bool) -> bool:
-    """Whether a published run's build fused the decode step's small kernels (only CUDA graph builds are split:
-    the eager ones have their own t_fixed). A point without a date is a 2025+ PR build."""
-    return key != "llama.cpp/cuda" or not graphs or p.date is None or p.date >= FUSED_SINCE
+def ran_recent_build(p: Point, key: str, graphs: bool) -> bool:
+    """Whether a published run's build is of the pinned build's era (only CUDA graph builds are told apart: the
+    eager ones have their own t_fixed). A point without a date is a 2025+ PR build: counted recent."""
+    return key != "llama.cpp/cuda" or not graphs or p.date is None or p.date >= RECENT_SINCE
 
 
 def ran_cuda_graphs(p: Point, devices) -> bool:
@@ -104,7 +106,7 @@ class Case:
         self.family = quant_family(st.quant)
         self.recurrent = bool(spec.recurrent_layers) and p.engine == "llama.cpp"
         self.graphs = self.key != "llama.cpp/cuda" or ran_cuda_graphs(p, hw.devices)
-        self.fused = ran_fused_kernels(p, self.key, self.graphs)
+        self.recent = ran_recent_build(p, self.key, self.graphs)
         self.chip = chip_key(ref) if ref else None
         if ref and ref.unified_memory:
             self.ram_bw = ref.bandwidth_gbs
@@ -121,8 +123,8 @@ class Case:
     def estimate(self, cal: SpeedCalibration) -> float | None:
         arch = cal.recurrent_factor if self.recurrent else 1.0
         eff = cal.efficiency(self.key)
-        if not self.fused and self.key in cal.prefusion_fixed_ms:
-            eff = replace(eff, fixed_ms=cal.prefusion_fixed_ms[self.key])
+        if not self.recent and self.key in cal.earlier_fixed_ms:
+            eff = replace(eff, fixed_ms=cal.earlier_fixed_ms[self.key])
         q = cal.quant_rates(self.family)
         tf = [cal.device_tflops(d, self.key) for d in self.devices]
         bw = [cal.device_bandwidth(d, self.key) for d in self.devices]
@@ -247,12 +249,12 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
         get, put = param("eager_fixed_ms")
         put(get() if get() is not None else get_eff().fixed_ms)
         _descend_linear(get, put, scorer(eager), *BOUNDS["fixed_ms"], steps=30)
-    prefused = [c for c in one if not c.fused]
-    if prefused and len(keys) == 1:  # 2024 graph builds: their own t_fixed, the fused builds' one from the rest
+    earlier = [c for c in one if not c.recent]
+    if earlier and len(keys) == 1:  # graph builds before 2026: their own t_fixed, the recent builds' one from the rest
         key = keys[0]
-        cal.prefusion_fixed_ms.setdefault(key, get_eff().fixed_ms)
-        _descend_linear(lambda: cal.prefusion_fixed_ms[key], lambda v: cal.prefusion_fixed_ms.__setitem__(key, v),
-                        scorer(prefused), 0.0, top, steps=30)
+        cal.earlier_fixed_ms.setdefault(key, get_eff().fixed_ms)
+        _descend_linear(lambda: cal.earlier_fixed_ms[key], lambda v: cal.earlier_fixed_ms.__setitem__(key, v),
+                        scorer(earlier), 0.0, top, steps=30)
     if moe:
         _descend_linear(*param("moe_ms"), scorer(moe), *BOUNDS["moe_ms"], steps=30)
     if pre:
@@ -312,7 +314,7 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
     cal = copy.deepcopy(base)
     cal.device_rates = []
     cal.device_factors = []
-    cal.prefusion_fixed_ms = {}
+    cal.earlier_fixed_ms = {}
     groups: dict[str, list[Case]] = {}
     for c in cases:
         groups.setdefault(c.key, []).append(c)
@@ -410,7 +412,7 @@ def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
                                        "pipeline", "half_tokens", "expert_compute")})
     cal.quant_families = {k: QuantRates(bandwidth=r(v.bandwidth), compute=r(v.compute))
                           for k, v in cal.quant_families.items()}
-    cal.prefusion_fixed_ms = {k: r(v) for k, v in cal.prefusion_fixed_ms.items()}
+    cal.earlier_fixed_ms = {k: r(v) for k, v in cal.earlier_fixed_ms.items()}
     cal.soc_compute = r(cal.soc_compute)
     cal.device_factors = [replace(f, bandwidth=r(f.bandwidth), compute=r(f.compute)) for f in cal.device_factors]
     cal.recurrent_factor = r(cal.recurrent_factor)
@@ -471,7 +473,7 @@ def main(argv=None) -> int:
         raw["device_factors"] = [asdict(f) for f in sorted(cal.device_factors, key=lambda f: (f.backend, f.chip))]
         raw["soc_compute"] = cal.soc_compute
         raw["recurrent_factor"] = cal.recurrent_factor
-        raw["prefusion_fixed_ms"] = dict(sorted(cal.prefusion_fixed_ms.items()))
+        raw["earlier_fixed_ms"] = dict(sorted(cal.earlier_fixed_ms.items()))
         PATH.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
     defines = {i for r in cal.device_rates for i in r.from_points}
     loso = {} if args.no_loso else leave_one_source_out(cases, base, args.jobs)
@@ -500,7 +502,7 @@ def main(argv=None) -> int:
         print(f"{k:<18} η {v.bandwidth:.3f}  t_fixed {v.fixed_ms:.2f} ms  t_moe {v.moe_ms:.2f} ms  "
               f"ε {v.decode_compute:.3f}  "
               + (f"eager t_fixed {v.eager_fixed_ms:.2f} ms  " if v.eager_fixed_ms is not None else "")
-              + (f"before fusion {cal.prefusion_fixed_ms[k]:.2f} ms  " if k in cal.prefusion_fixed_ms else "") +
+              + (f"before 2026 {cal.earlier_fixed_ms[k]:.2f} ms  " if k in cal.earlier_fixed_ms else "") +
               f"MFU {v.compute:.3f}  m½ {v.half_tokens:.0f}  κ {v.expert_compute:.2f}  "
               f"batch MFU {v.batch_compute:.3f}  ρ {v.pipeline:.2f}  ({v.basis})")
     for k, q in sorted(cal.quant_families.items()):
