@@ -391,11 +391,19 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
             n = {k: sum(1 for c in g if c.p.kind == k) for k in ("decode", "prefill")}
             cal.backends[key] = replace(cal.backends[key], calibrated=True,
                                         basis=f"fitted on {n['decode']} decode and {n['prefill']} prefill points "
-                                              f"from {len({c.p.source for c in g})} sources")
+                                              f"from {len({c.p.source for c in g})} sources" + _recent_basis(key, g, cal))
     if cpu:
         cal.cpu = replace(cal.cpu, calibrated=True, basis=f"fitted on {len(cpu)} CPU-only points "
                                                            f"from {len({c.p.source for c in cpu})} sources")
     return cal
+
+
+def _recent_basis(key: str, g: list[Case], cal: SpeedCalibration) -> str:
+    if key not in cal.earlier_fixed_ms:
+        return ""
+    recent = [c for c in g if c.p.kind == "decode" and c.p.batch == 1 and c.recent and c.graphs]
+    return (f"; t_fixed from the {len(recent)} batch-1 decode runs of builds since {RECENT_SINCE} "
+            f"({len({c.p.source for c in recent})} sources; earlier builds: {cal.earlier_fixed_ms[key]:.1f} ms)")
 
 
 def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
