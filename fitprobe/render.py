@@ -78,7 +78,8 @@ def render_plan(o: PlanOutput, *, full: bool = False) -> str:
             "settings": asked, "status": status(a.verdict.status), "reason": say(a.verdict.reason)}, "", "")
     headline = (_("Recommended: %(status)s%(speed)s — %(reason)s") if o.asked is not None
                 else _("Verdict: %(status)s%(speed)s — %(reason)s"))
-    speed = f" — ~{_tps(r.decode_tps)}" if r.decode_tps and r.status != "exceeds" else ""
+    tps = o.speed.decode_tps if o.speed is not None else r.decode_tps  # the speed line's own figure, not re-rounded
+    speed = f" — ~{_tps(tps)}" if tps and r.status != "exceeds" else ""
     lines += wrap(headline % {"status": status(r.status), "speed": speed, "reason": say(v.reason)}, "", "")
     lines += wrap(_settings_text(r.quant, r.context, r.kv_cache_dtype, r.batch, r.engine)
                   + (_("; ") + _("fits up to %(context)s") % {"context": ctx_label(r.max_context)}

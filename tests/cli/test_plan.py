@@ -178,3 +178,16 @@ def test_an_approximate_format_says_why_its_band_is_wide():
     code, out = run("plan", "deepseek-r1", "--gpu", "H200", "--gpus", "2", "--quant", "UD-Q2_K_XL", "--json")
     verdict = json.loads(out)["verdict"]
     assert verdict["weights_spread"] == 0 and verdict["band_note"] == ""  # sized by its DeepSeek recipe
+
+
+@pytest.mark.parametrize("model,gpu", [("llama-3.1-8b-instruct", "RTX 4090"), ("qwen3-4b", "RTX 5090"),
+                                       ("qwen3-30b-a3b", "H100 SXM"), ("llama-3.1-70b-instruct", "A100 SXM4 80GB")])
+def test_headline_and_speed_line_print_one_figure(model, gpu):
+    """The verdict's tok/s and the speed line describe one deployment: printed from one value (the deployment's
+    JSON figure is rounded to 2 decimals; formatting that again once showed 130.8 above a 130.9)."""
+    import re
+
+    code, out = run("plan", model, "--gpu", gpu)
+    head = re.search(r"(?:Verdict|Recommended): \w[\w ]* — ~([\d,.]+) tok/s", out)
+    line = re.search(r"speed: decode ~([\d,.]+) tok/s", out)
+    assert head and line and head.group(1) == line.group(1)
