@@ -16,7 +16,7 @@ from dataclasses import field
 from fitprobe.catalogs.validated import load_json_file
 from fitprobe.estimator.fields import doc, record, replace
 from fitprobe.estimator.hardware import Device
-from fitprobe.estimator.speed import CpuRates, Efficiency, QuantRates, apple_chip, chip_key
+from fitprobe.estimator.speed import CpuRates, Efficiency, HeldOutError, QuantRates, apple_chip, chip_key
 
 PATH = Path(__file__).parent / "data" / "speed_calibration.json"
 POINTS_PATH = Path(__file__).parent / "data" / "speed_points.json"
@@ -121,7 +121,15 @@ class SpeedCalibration:
                                           "era (llama.cpp CUDA graph builds before 2026, whose steps fused fewer "
                                           "kernels): fitted so those runs still calibrate η and the rest; a plan uses "
                                           "the backend's fixed_ms")
+    held_out: dict[str, dict[str, HeldOutError]] = doc(
+        default_factory=dict, description="per backend, decode and prefill: the error of its estimates on the published "
+                                          "runs of each source when the fit leaves that source out")
     doc: str = ""
+
+    def held_out_error(self, key: str, kind: str) -> HeldOutError | None:
+        """The backend's held-out error (a backend that borrows another's fit, that one's)."""
+        errors = self.held_out.get(key) or self.held_out.get(FALLBACK.get(key, ""), {})
+        return errors.get(kind)
 
     def efficiency(self, key: str) -> Efficiency:
         if key in self.backends:

@@ -105,6 +105,17 @@ class Efficiency:
 
 
 @record
+class HeldOutError:
+    """How far a backend's estimates land from published runs the fit never saw (scripts/speed_accuracy.py's
+    leave-one-source-out refits): what a plan's figure is good for."""
+
+    median: float = doc(ge=0, description="median |estimate / measured - 1| over the held-out runs")
+    p90: float = doc(ge=0, description="9 in 10 held-out runs lie within this relative error")
+    points: int = doc(gt=0, description="published runs predicted with their source held out")
+    sources: int = doc(gt=0, description="publications those runs come from")
+
+
+@record
 class QuantRates:
     """A quant kernel family's efficiency relative to the K-quants (1.0)."""
 
@@ -161,6 +172,9 @@ class Speed:
     compute_ms: float = doc(description="per-step compute time of a batch (0 at batch 1)")
     backend: str
     efficiency: Efficiency
+    decode_error: HeldOutError | None = doc(default=None, description="the backend's decode error on published runs "
+                                                                        "held out of the fit; None: none measured")
+    prefill_error: HeldOutError | None = doc(default=None, description="the same for prefill")
     bound: str = doc(description="what limits decode: GPU bandwidth, system RAM bandwidth, CPU cores (the "
                                  "RAM-resident bytes at the cores' pace), per-step overhead, compute")
     notes: list[str] = doc(default_factory=list)
@@ -718,4 +732,6 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                  bytes_per_token=int(gpu_bytes + terms.cpu_bytes), gpu_bytes_per_token=int(gpu_bytes),
                  cpu_bytes_per_token=int(terms.cpu_bytes), gpu_ms=parts["GPU bandwidth"],
                  cpu_ms=parts["system RAM bandwidth"], overhead_ms=parts["per-step overhead"],
-                 compute_ms=parts["compute"], backend=key, efficiency=eff, bound=bound, notes=notes)
+                 compute_ms=parts["compute"], backend=key, efficiency=eff,
+                 decode_error=calibration.held_out_error(key, "decode"),
+                 prefill_error=calibration.held_out_error(key, "prefill") if prefill else None, bound=bound, notes=notes)

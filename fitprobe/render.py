@@ -59,6 +59,22 @@ def _settings_text(quant: str, context: int, kv: str, batch: int, engine: str) -
         "quant": quant, "context": ctx_label(context), "kv": kv, "n": number(batch), "engine": engine}
 
 
+def _held_out_lines(sp) -> list[str]:
+    """What the speed figures are good for: the backend's error on published runs its fit never saw."""
+    e = sp.decode_error
+    if e is None:
+        return []
+    prefill = ""
+    if sp.prefill_error is not None:
+        p = sp.prefill_error
+        prefill = _("; prefill ±%(median)s typical, ±%(p90)s for 9 in 10 (%(points)s runs)") % {
+            "median": percent(p.median), "p90": percent(p.p90), "points": p.points}
+    return wrap(_("held out of the fit, published %(backend)s runs: decode ±%(median)s typical, ±%(p90)s for 9 in 10 "
+                  "(%(points)s runs, %(sources)s sources)%(prefill)s") % {
+        "backend": sp.backend, "median": percent(e.median), "p90": percent(e.p90), "points": e.points,
+        "sources": e.sources, "prefill": prefill}, "      ", "    - ")
+
+
 def render_plan(o: PlanOutput, *, full: bool = False) -> str:
     from fitprobe.estimator.launch.text import render_launch
 
@@ -108,6 +124,7 @@ def render_plan(o: PlanOutput, *, full: bool = False) -> str:
                     else _("speed if it fit: decode ~%(decode)s per sequence (%(bound)s-bound)%(prefill)s"))
         lines += wrap(template % {"decode": _tps(sp.decode_tps), "bound": _(BOUND.get(sp.bound, sp.bound)),
                                   "prefill": prefill})
+        lines += _held_out_lines(sp)
         for note in sp.notes:  # what the figure assumes (uncalibrated backend, no CUDA graphs, recurrent layers)
             lines += wrap(say(note), "      ", "    - ")
     m = o.memory

@@ -36,7 +36,7 @@ from math import exp, log
 from fitprobe.catalogs.speed_calibration import (PATH, DeviceFactor, DeviceRate, Point, SpeedCalibration, load_calibration,
                                                  load_points, point_inputs)
 from fitprobe.estimator.fields import asdict, replace
-from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, QuantRates, backend_key,
+from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, HeldOutError, QuantRates, backend_key,
                                       chip_key, cpu_prefill_seconds, decode_parts, decode_terms, prefill_seconds,
                                       prefill_terms, quant_family)
 
@@ -462,6 +462,44 @@ def leave_one_source_out(cases: list[Case], base: SpeedCalibration, jobs: int) -
     return {pid: est for part in results for pid, est in part}
 
 
+HELD_OUT_MIN_RUNS = 3
+
+
+def held_out_errors(cases: list[Case], loso: dict[str, float | None]) -> dict[str, dict[str, HeldOutError]]:
+    """Per backend and kind, how far the held-out predictions land from the published runs: what a plan shows."""
+    by: dict[tuple[str, str], list[tuple[float, str]]] = {}
+    for c in cases:
+        if loso.get(c.p.id):
+            by.setdefault((c.key, c.p.kind), []).append((abs(loso[c.p.id] / c.p.tps - 1), c.p.source))
+    out: dict[str, dict[str, HeldOutError]] = {}
+    for (key, kind), v in sorted(by.items()):
+        if len(v) < HELD_OUT_MIN_RUNS or len({src for _, src in v}) < 2:
+            continue  # one run, or one publication's, is no band
+        e = sorted(x for x, _ in v)
+        out.setdefault(key, {})[kind] = HeldOutError(
+            median=round(statistics.median(e), 3), p90=round(e[min(len(e) - 1, int(round(0.9 * (len(e) - 1))))], 3),
+            points=len(e), sources=len({src for _, src in v}))
+    return out
+
+
+def _write(cal: SpeedCalibration, held_out: dict[str, dict[str, HeldOutError]] | None) -> None:
+    """The fitted constants into speed_calibration.json; the held-out errors only from a run that measured them
+    (--no-loso keeps the last ones)."""
+    raw = json.loads(PATH.read_text())
+    raw["backends"] = {k: asdict(v) for k, v in sorted(cal.backends.items())}
+    raw["prior"] = asdict(cal.prior)
+    raw["quant_families"] = {k: asdict(v) for k, v in sorted(cal.quant_families.items())}
+    raw["cpu"] = asdict(cal.cpu)
+    raw["device_rates"] = [asdict(r) for r in cal.device_rates]
+    raw["device_factors"] = [asdict(f) for f in sorted(cal.device_factors, key=lambda f: (f.backend, f.chip))]
+    raw["soc_compute"] = cal.soc_compute
+    raw["recurrent_factor"] = cal.recurrent_factor
+    raw["earlier_fixed_ms"] = dict(sorted(cal.earlier_fixed_ms.items()))
+    if held_out is not None:
+        raw["held_out"] = {k: {kind: asdict(e) for kind, e in v.items()} for k, v in held_out.items()}
+    PATH.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="refit and write the fitted constants into the JSON")
@@ -471,20 +509,10 @@ def main(argv=None) -> int:
     base = load_calibration()
     cases = [Case(p) for p in load_points().points]
     cal = _rounded(fit(cases, base))
-    if args.write:
-        raw = json.loads(PATH.read_text())
-        raw["backends"] = {k: asdict(v) for k, v in sorted(cal.backends.items())}
-        raw["prior"] = asdict(cal.prior)
-        raw["quant_families"] = {k: asdict(v) for k, v in sorted(cal.quant_families.items())}
-        raw["cpu"] = asdict(cal.cpu)
-        raw["device_rates"] = [asdict(r) for r in cal.device_rates]
-        raw["device_factors"] = [asdict(f) for f in sorted(cal.device_factors, key=lambda f: (f.backend, f.chip))]
-        raw["soc_compute"] = cal.soc_compute
-        raw["recurrent_factor"] = cal.recurrent_factor
-        raw["earlier_fixed_ms"] = dict(sorted(cal.earlier_fixed_ms.items()))
-        PATH.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
     defines = {i for r in cal.device_rates for i in r.from_points}
     loso = {} if args.no_loso else leave_one_source_out(cases, base, args.jobs)
+    if args.write:
+        _write(cal, held_out_errors(cases, loso) if loso else None)
     errs = {"decode": [], "prefill": []}
     loso_errs = {"decode": [], "prefill": []}
     by_backend: dict[tuple[str, str], list[float]] = {}

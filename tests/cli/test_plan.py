@@ -180,6 +180,18 @@ def test_an_approximate_format_says_why_its_band_is_wide():
     assert verdict["weights_spread"] == 0 and verdict["band_note"] == ""  # sized by its DeepSeek recipe
 
 
+def test_speed_says_how_far_it_lands_on_runs_the_fit_never_saw():
+    """Each speed carries its backend's leave-one-source-out error (scripts/speed_accuracy.py --write): the text
+    says it under the speed line and the JSON carries it, so a pipeline can size its own margin."""
+    code, out = run("plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090")
+    assert code == 0 and "held out of the fit, published llama.cpp/cuda runs: decode ±" in " ".join(out.split())
+    code, out = run("plan", "llama-3.1-8b-instruct", "--gpu", "RTX 4090", "--json")
+    speed = json.loads(out)["speed"]
+    for kind in ("decode_error", "prefill_error"):
+        e = speed[kind]
+        assert 0 < e["median"] <= e["p90"] and e["points"] >= 30 and e["sources"] >= 5
+
+
 @pytest.mark.parametrize("model,gpu", [("llama-3.1-8b-instruct", "RTX 4090"), ("qwen3-4b", "RTX 5090"),
                                        ("qwen3-30b-a3b", "H100 SXM"), ("llama-3.1-70b-instruct", "A100 SXM4 80GB")])
 def test_headline_and_speed_line_print_one_figure(model, gpu):

@@ -378,6 +378,21 @@ def test_a_plan_pays_the_recent_builds_step_overhead():
     assert 373 * 0.85 <= s.decode_tps <= 373 * 1.15
 
 
+def test_a_speed_carries_its_backends_held_out_error():
+    """The held-out error the fit script measured per backend rides on every estimate; MLX borrows Metal's fit and
+    so its error; a backend without held-out runs has none (the JSON says null, the text says nothing)."""
+    *_, s = _run("llama-3.1-8b-instruct", "RTX 4090", quant="Q4_K_M", context=4096)
+    cuda = CAL.held_out["llama.cpp/cuda"]
+    assert s.decode_error == cuda["decode"] and s.prefill_error == cuda["prefill"]
+    assert 0 < cuda["decode"].median <= cuda["decode"].p90
+    assert CAL.held_out_error("mlx/metal", "decode") == CAL.held_out["llama.cpp/metal"]["decode"]
+    assert CAL.held_out_error("llama.cpp/cann", "decode") is None
+    runs = load_points().points
+    for key, kinds in CAL.held_out.items():  # no more runs counted than the calibration has
+        for kind, e in kinds.items():
+            assert e.points <= sum(1 for p in runs if p.kind == kind) and e.sources <= e.points
+
+
 def test_recurrent_models_run_at_the_fitted_factor():
     spec, w, st, hw, mem, s = _run("qwen3-next-80b-a3b-thinking", "H100 SXM", quant="Q4_K_M", context=4096)
     assert spec.recurrent_layers and 0 < CAL.recurrent_factor <= 1
