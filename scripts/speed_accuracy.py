@@ -7,8 +7,9 @@ The fit (FORMULAS §4) minimises Σ|log(estimate / measured)| by coordinate desc
 group η, t_fixed, t_moe (latency of the expert kernels), ε (MFU of the decode matrix-vector kernels), prefill
 MFU, m½ and κ (the prefill rate lost to few tokens per matmul and per routed expert), batched-decode MFU and
 the layer-split pipeline share ρ; on CUDA the t_fixed of runs without CUDA graphs (the run's build and GPU
-say which); one factor for recurrent / gated-delta-net models. It is hierarchical: the backend constants are
-first fitted on the points of every GPU backend together (the prior), then each backend's on its own points
+say which) and that of graph builds from before 2026 (a plan pays the recent builds'); one factor for
+recurrent / gated-delta-net models. It is hierarchical: the backend constants are first fitted on the points
+of every GPU backend together (the prior), then each backend's on its own points
 plus PRIOR_WEIGHT × its log distance from the prior, so a backend that one or two sources measure stays near
 what all backends show instead of following one publication to a bound; a backend without points takes
 the prior. Under the backend, each chip's bandwidth and compute share (device_factors) is fitted the same way: drawn
@@ -21,6 +22,7 @@ everything without the points of one source (one PR, one issue, one benchmark pa
 model does on a publication it has not seen. Points it cannot predict then (no compute figure left for the
 device) are counted apart. Points are used as published: a source never calibrates its own prediction, no point
 gets its own factor, and the points left out are listed with the reason in speed_points.json's `excluded`.
+`--write` also stores each backend's held-out median and p90 (`held_out`), which every plan shows beside its speed.
 """
 from __future__ import annotations
 
@@ -399,6 +401,7 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
 
 
 def _recent_basis(key: str, g: list[Case], cal: SpeedCalibration) -> str:
+    """Where a plan's t_fixed comes from when the backend's older builds fit their own."""
     if key not in cal.earlier_fixed_ms:
         return ""
     recent = [c for c in g if c.p.kind == "decode" and c.p.batch == 1 and c.recent and c.graphs]
@@ -431,12 +434,15 @@ def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
     return cal
 
 
+def _p90(errs: list[float]) -> float:
+    e = sorted(errs)
+    return e[min(len(e) - 1, int(round(0.9 * (len(e) - 1))))]
+
+
 def _stats(errs: list[float]) -> str:
     if not errs:
         return "n=0"
-    e = sorted(errs)
-    p90 = e[min(len(e) - 1, int(round(0.9 * (len(e) - 1))))]
-    return f"median {statistics.median(e):.1%}, p90 {p90:.1%} (n={len(e)})"
+    return f"median {statistics.median(errs):.1%}, p90 {_p90(errs):.1%} (n={len(errs)})"
 
 
 _LOSO: tuple[list[Case], SpeedCalibration | None] = ([], None)
@@ -462,7 +468,7 @@ def leave_one_source_out(cases: list[Case], base: SpeedCalibration, jobs: int) -
     return {pid: est for part in results for pid, est in part}
 
 
-HELD_OUT_MIN_RUNS = 3
+HELD_OUT_MIN_RUNS = 3  # fewer held-out runs give no band a plan could show
 
 
 def held_out_errors(cases: list[Case], loso: dict[str, float | None]) -> dict[str, dict[str, HeldOutError]]:
@@ -475,10 +481,9 @@ def held_out_errors(cases: list[Case], loso: dict[str, float | None]) -> dict[st
     for (key, kind), v in sorted(by.items()):
         if len(v) < HELD_OUT_MIN_RUNS or len({src for _, src in v}) < 2:
             continue  # one run, or one publication's, is no band
-        e = sorted(x for x, _ in v)
-        out.setdefault(key, {})[kind] = HeldOutError(
-            median=round(statistics.median(e), 3), p90=round(e[min(len(e) - 1, int(round(0.9 * (len(e) - 1))))], 3),
-            points=len(e), sources=len({src for _, src in v}))
+        e = [x for x, _ in v]
+        out.setdefault(key, {})[kind] = HeldOutError(median=round(statistics.median(e), 3), p90=round(_p90(e), 3),
+                                                     points=len(e), sources=len({src for _, src in v}))
     return out
 
 
