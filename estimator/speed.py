@@ -109,6 +109,8 @@ class HeldOutError:
     """How far a backend's estimates land from published runs the fit never saw (scripts/speed_accuracy.py's
     leave-one-source-out refits): what a plan's figure is good for."""
 
+    backend: str = doc(description="the calibration group whose published runs these are (MLX borrows Metal's: "
+                                   "llama.cpp/metal)")
     median: float = doc(ge=0, description="median |estimate / measured - 1| over the held-out runs")
     p90: float = doc(ge=0, description="9 in 10 held-out runs lie within this relative error")
     points: int = doc(gt=0, description="published runs predicted with their source held out")

@@ -71,7 +71,7 @@ def _held_out_lines(sp) -> list[str]:
             "median": percent(p.median), "p90": percent(p.p90), "points": p.points}
     return wrap(_("held out of the fit, published %(backend)s runs: decode ±%(median)s typical, ±%(p90)s for 9 in 10 "
                   "(%(points)s runs, %(sources)s sources)%(prefill)s") % {
-        "backend": sp.backend, "median": percent(e.median), "p90": percent(e.p90), "points": e.points,
+        "backend": e.backend, "median": percent(e.median), "p90": percent(e.p90), "points": e.points,
         "sources": e.sources, "prefill": prefill}, "      ", "    - ")
 
 

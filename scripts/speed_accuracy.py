@@ -482,8 +482,9 @@ def held_out_errors(cases: list[Case], loso: dict[str, float | None]) -> dict[st
         if len(v) < HELD_OUT_MIN_RUNS or len({src for _, src in v}) < 2:
             continue  # one run, or one publication's, is no band
         e = [x for x, _ in v]
-        out.setdefault(key, {})[kind] = HeldOutError(median=round(statistics.median(e), 3), p90=round(_p90(e), 3),
-                                                     points=len(e), sources=len({src for _, src in v}))
+        out.setdefault(key, {})[kind] = HeldOutError(backend=key, median=round(statistics.median(e), 3),
+                                                     p90=round(_p90(e), 3), points=len(e),
+                                                     sources=len({src for _, src in v}))
     return out
 
 

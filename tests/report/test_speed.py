@@ -385,7 +385,8 @@ def test_a_speed_carries_its_backends_held_out_error():
     cuda = CAL.held_out["llama.cpp/cuda"]
     assert s.decode_error == cuda["decode"] and s.prefill_error == cuda["prefill"]
     assert 0 < cuda["decode"].median <= cuda["decode"].p90
-    assert CAL.held_out_error("mlx/metal", "decode") == CAL.held_out["llama.cpp/metal"]["decode"]
+    mlx = CAL.held_out_error("mlx/metal", "decode")
+    assert mlx == CAL.held_out["llama.cpp/metal"]["decode"] and mlx.backend == "llama.cpp/metal"  # whose runs they are
     assert CAL.held_out_error("llama.cpp/cann", "decode") is None
     runs = load_points().points
     for key, kinds in CAL.held_out.items():  # no more runs counted than the calibration has
