@@ -471,20 +471,24 @@ def leave_one_source_out(cases: list[Case], base: SpeedCalibration, jobs: int) -
 HELD_OUT_MIN_RUNS = 3  # fewer held-out runs give no band a plan could show
 
 
-def held_out_errors(cases: list[Case], loso: dict[str, float | None]) -> dict[str, dict[str, HeldOutError]]:
-    """Per backend and kind, how far the held-out predictions land from the published runs: what a plan shows."""
+def held_out_groups(cases: list[Case], loso: dict[str, float | None]) -> dict[tuple[str, str], list[tuple[float, str]]]:
+    """Per (backend, kind): each held-out prediction's |error| with the run's source."""
     by: dict[tuple[str, str], list[tuple[float, str]]] = {}
     for c in cases:
         if loso.get(c.p.id):
             by.setdefault((c.key, c.p.kind), []).append((abs(loso[c.p.id] / c.p.tps - 1), c.p.source))
+    return dict(sorted(by.items()))
+
+
+def held_out_errors(groups: dict[tuple[str, str], list[tuple[float, str]]]) -> dict[str, dict[str, HeldOutError]]:
+    """The bands a plan shows: median and p90 per backend and kind, where enough runs from several sources exist."""
     out: dict[str, dict[str, HeldOutError]] = {}
-    for (key, kind), v in sorted(by.items()):
-        if len(v) < HELD_OUT_MIN_RUNS or len({src for _, src in v}) < 2:
+    for (key, kind), v in groups.items():
+        e, sources = [x for x, _ in v], {src for _, src in v}
+        if len(e) < HELD_OUT_MIN_RUNS or len(sources) < 2:
             continue  # one run, or one publication's, is no band
-        e = [x for x, _ in v]
         out.setdefault(key, {})[kind] = HeldOutError(backend=key, median=round(statistics.median(e), 3),
-                                                     p90=round(_p90(e), 3), points=len(e),
-                                                     sources=len({src for _, src in v}))
+                                                     p90=round(_p90(e), 3), points=len(e), sources=len(sources))
     return out
 
 
@@ -517,11 +521,11 @@ def main(argv=None) -> int:
     cal = _rounded(fit(cases, base))
     defines = {i for r in cal.device_rates for i in r.from_points}
     loso = {} if args.no_loso else leave_one_source_out(cases, base, args.jobs)
+    groups = held_out_groups(cases, loso)
     if args.write:
-        _write(cal, held_out_errors(cases, loso) if loso else None)
+        _write(cal, held_out_errors(groups) if loso else None)
     errs = {"decode": [], "prefill": []}
     loso_errs = {"decode": [], "prefill": []}
-    by_backend: dict[tuple[str, str], list[float]] = {}
     unpredicted = []
     print(f"{'point':<36}{'kind':<8}{'backend':<18}{'published':>10}{'estimate':>10}{'error':>8}{'LOSO':>10}{'err':>8}")
     for c in cases:
@@ -533,7 +537,6 @@ def main(argv=None) -> int:
         lo_err = lo / c.p.tps - 1 if lo else None
         if lo_err is not None:
             loso_errs[c.p.kind].append(abs(lo_err))
-            by_backend.setdefault((c.key, c.p.kind), []).append(abs(lo_err))
         elif not args.no_loso:
             unpredicted.append(c.p.id)
         shown = "(rate)" if c.p.id in defines else (f"{err:+.0%}" if err is not None else "-")
@@ -566,8 +569,8 @@ def main(argv=None) -> int:
         print(f"{kind:<8} in-sample: {_stats(errs[kind])}")
         if not args.no_loso:
             print(f"{kind:<8} leave-one-source-out: {_stats(loso_errs[kind])}")
-    for (key, kind), e in sorted(by_backend.items()):
-        print(f"  {key:<18} {kind:<8} leave-one-source-out: {_stats(e)}")
+    for (key, kind), v in groups.items():
+        print(f"  {key:<18} {kind:<8} leave-one-source-out: {_stats([x for x, _ in v])}")
     if unpredicted:
         print(f"not predictable with their source held out ({len(unpredicted)}): {', '.join(unpredicted)}")
     return 0
