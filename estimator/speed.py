@@ -393,7 +393,9 @@ def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware,
     devices = hw.devices
     touched = _touched(spec, st.batch)
     kv = mem.kv.per_layer
-    out_read = w.output or (w.token_embd if spec.tied_embeddings else 0)
+    # the head a step reads: with tied embeddings it is token_embd's matrix (llama.cpp loads a copy of it as the
+    # output layer), beside the output norm that `output` holds in a GGUF; memory.py counts it the same way
+    out_read = w.output + (w.token_embd if spec.tied_embeddings else 0)
     flops = 2 * matmul_params(spec)[0]
     dense = [0.0] * len(devices)
     expert = [0.0] * len(devices)
