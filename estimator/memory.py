@@ -15,7 +15,7 @@ from . import buffers
 from .hardware import Device, Hardware
 from .kv import KvCache, kv_cache
 from .message import Num, msg
-from .quant import QuantFormat, QuantTable, WeightBytes, weight_bytes
+from .quant import QuantFormat, QuantTable, WeightBytes, head_bytes, weight_bytes
 from .settings import RunSettings
 from .spec import ModelSpec
 
@@ -126,7 +126,7 @@ def balanced_split(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardwar
     gpu_blocks, first = ngl - 1, n - (ngl - 1)
     moved = [w.experts_per_layer[i] if i < st.cpu_moe_layers and w.experts_per_layer else 0 for i in range(n)]
     cost = [w.per_layer[i] - moved[i] + kv.per_layer[i] for i in range(first, n)]
-    output = w.output + (w.token_embd if spec.tied_embeddings else 0)
+    output = head_bytes(spec, w)
     buf = buffers.llama_cpp_compute_bytes(spec, st, kv.cells_full, output_here=False)
     buf_out = buffers.llama_cpp_compute_bytes(spec, st, kv.cells_full, output_here=True) + output
     usable = [engine_usable_bytes(hw, d, st, now=now) for d in devices]
@@ -171,9 +171,8 @@ def _layered(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, now
     host_w = w.token_embd if not mlx else 0
     if mlx:
         output_on_gpu, gpu_blocks, first_gpu_block, ngl = True, n, 0, n + 1
-    # Tied embeddings: llama.cpp duplicates token_embd as the output head on the output device
-    # (TENSOR_DUPLICATED in load_tensors) while the input copy stays in host RAM.
-    output_bytes = w.output + (w.token_embd if spec.tied_embeddings and not mlx else 0)
+    # the input copy of a tied token_embd stays in host RAM; MLX holds the one shared matrix
+    output_bytes = w.output if mlx else head_bytes(spec, w)
     usable = [engine_usable_bytes(hw, d, st, now=now) for d in devices]
     shares = list(st.tensor_split) if st.tensor_split and len(st.tensor_split) == len(devices) and not mlx else usable
     placed = layer_devices(ngl, shares) if devices else []

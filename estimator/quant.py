@@ -329,6 +329,13 @@ class WeightBytes:
     file_only: int = doc(default=0, description="bytes in the GGUF file that llama.cpp skips at load (GLM nextn layers)")
 
 
+def head_bytes(spec: ModelSpec, w: WeightBytes) -> int:
+    """The output layer's bytes: `output` (in a GGUF the output norm, and the head when it is untied) plus, with
+    tied embeddings, token_embd's matrix, which llama.cpp loads again as the head (TENSOR_DUPLICATED) and every
+    decode step reads."""
+    return w.output + (w.token_embd if spec.tied_embeddings else 0)
+
+
 def tensor_types(spec: ModelSpec, fmt: QuantFormat, *, imatrix: bool | None = None) -> dict[str, str]:
     """GGUF type of every text tensor under a GGUF format (name -> ggml type)."""
     tensors = tuple(t for t in inventory(spec) if not t.vision and not t.mtp)

@@ -45,7 +45,7 @@ from .expert_kernels import SORTED_CALL_LAUNCHES, UNQUANTIZED, dequantizes, expe
 from .hardware import Device, Hardware
 from .memory import MemoryBreakdown
 from .message import Num, gib, msg
-from .quant import WeightBytes
+from .quant import WeightBytes, head_bytes
 from .settings import RunSettings
 from .spec import ModelSpec
 
@@ -393,9 +393,7 @@ def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware,
     devices = hw.devices
     touched = _touched(spec, st.batch)
     kv = mem.kv.per_layer
-    # the head a step reads: with tied embeddings it is token_embd's matrix (llama.cpp loads a copy of it as the
-    # output layer), beside the output norm that `output` holds in a GGUF; memory.py counts it the same way
-    out_read = w.output + (w.token_embd if spec.tied_embeddings else 0)
+    out_read = head_bytes(spec, w)
     flops = 2 * matmul_params(spec)[0]
     dense = [0.0] * len(devices)
     expert = [0.0] * len(devices)
