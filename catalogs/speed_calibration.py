@@ -50,6 +50,9 @@ class Point:
     tokens: int
     depth: int = 0
     batch: int = 1
+    outputs: bool = doc(default=True, description="whether each timed step computes logits; false for a decode "
+                                                  "timed as a prompt at a tiny -ub (llama-bench pp512 -ub 1), whose "
+                                                  "steps before the last need none")
     ubatch: int = 512
     n_batch: int = 2048
     threads: int | None = doc(default=None, description="CPU threads of a CPU-only run")
@@ -121,6 +124,11 @@ class SpeedCalibration:
                                           "era (llama.cpp CUDA graph builds before 2026, whose steps fused fewer "
                                           "kernels): fitted so those runs still calibrate η and the rest; a plan uses "
                                           "the backend's fixed_ms")
+    earlier_compute: dict[str, float] = doc(
+        default_factory=dict, description="prefill MFU of a backend's published runs from builds before the pinned "
+                                          "build's era, relative to its compute (Vulkan's matmul shaders and "
+                                          "AMD's drivers kept gaining through 2025): fitted so those runs still "
+                                          "calibrate the rest; a plan uses the backend's compute")
     held_out: dict[str, dict[str, HeldOutError]] = doc(
         default_factory=dict, description="per backend, decode and prefill: the error of its estimates on the published "
                                           "runs of each source when the fit leaves that source out")

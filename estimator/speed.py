@@ -71,6 +71,9 @@ DEFAULT_N_BATCH = 2048
 # with its pre/post norms and shared MLP beside the experts runs twice a Llama block's.
 REFERENCE_LAYERS = 32
 REFERENCE_KERNELS = 290
+# Architectures whose llama.cpp graph gathers the output rows after the output norm, not inside the last block
+# (src/models/gemma4.cpp: its MTP head reads every row's final hidden state unless embeddings_nextn_masked).
+OUTPUT_ROWS_AFTER_LAST_BLOCK = frozenset({"gemma4", "gemma4_text"})
 BACKENDS = ("cuda", "hip", "vulkan", "metal", "sycl", "cann", "cpu")
 
 
@@ -387,13 +390,34 @@ def _layer_devices(spec: ModelSpec, st: RunSettings, mem: MemoryBreakdown, n_dev
     return (where + [None] * n)[:n]
 
 
+def _last_ffn_share(spec: ModelSpec) -> float:
+    """Share of the last block's dense weights (elements) that its FFN holds."""
+    from .tensors import inventory
+
+    last = [t for t in inventory(spec) if t.layer == spec.n_layers - 1 and t.quantizable and not t.expert
+            and not t.mtp]
+    total = sum(t.n for t in last)
+    return sum(t.n for t in last if "ffn_" in t.name) / total if total else 0.0
+
+
 def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware, mem: MemoryBreakdown, *,
-                 cpu_expert_layers: int = 0) -> DecodeTerms:
-    """Bytes per device (dense and routed-expert), bytes in system RAM, FLOPs per token, for one step."""
+                 cpu_expert_layers: int = 0, outputs: bool = True) -> DecodeTerms:
+    """Bytes per device (dense and routed-expert), bytes in system RAM, FLOPs per token, for one step.
+
+    outputs=False: a step whose tokens need no logits (a prompt's micro-batches before its last one, which
+    llama-bench's pp runs at -ub 1 time as decode steps). llama.cpp keeps only the output rows (build_inp_out_ids)
+    after the last block's attention (src/models/llama.cpp, qwen3.cpp, ...) or, for OUTPUT_ROWS_AFTER_LAST_BLOCK,
+    after the output norm; with none, what follows are empty tensors, which the backends skip: their weights are
+    not read."""
     devices = hw.devices
     touched = _touched(spec, st.batch)
     kv = mem.kv.per_layer
-    out_read = head_bytes(spec, w)
+    out_read = head_bytes(spec, w) if outputs else 0
+    skipped = [0.0] * spec.n_layers  # bytes of each block a step without outputs does not read
+    if not outputs and spec.architecture not in OUTPUT_ROWS_AFTER_LAST_BLOCK:
+        last = spec.n_layers - 1
+        skipped[last] = (w.per_layer[last] - w.experts_per_layer[last]) * _last_ffn_share(spec) \
+            + w.experts_per_layer[last] * touched
     flops = 2 * matmul_params(spec)[0]
     dense = [0.0] * len(devices)
     expert = [0.0] * len(devices)
@@ -403,7 +427,8 @@ def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware,
     common = dict(flops_per_token=flops, n_layers=spec.n_layers, n_kernels=step_kernels(spec), batch=st.batch,
                   n_moe_layers=sum(1 for e in w.experts_per_layer if e) if spec.moe else 0)
     if not devices:
-        total = sum(lw - ew + ew * touched for lw, ew in zip(w.per_layer, w.experts_per_layer)) + out_read + sum(kv)
+        total = sum(lw - ew + ew * touched for lw, ew in zip(w.per_layer, w.experts_per_layer)) + out_read + sum(kv) \
+            - sum(skipped)
         return DecodeTerms(device_dense=[], device_expert=[], device_params=[], cpu_bytes=total, parallel=False,
                            **common)
     if st.engine in ("vllm", "sglang"):
@@ -418,6 +443,9 @@ def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware,
     for i, d in enumerate(_layer_devices(spec, st, mem, len(devices))):
         e_read = w.experts_per_layer[i] * touched
         dense_read = w.per_layer[i] - w.experts_per_layer[i] + kv[i]
+        if skipped[i]:  # the skipped FFN: its experts first, then its dense share
+            e_skip = min(e_read, skipped[i])
+            e_read, dense_read = e_read - e_skip, dense_read - (skipped[i] - e_skip)
         if d is None:
             cpu += dense_read + e_read
         elif i < cpu_expert_layers and spec.moe:  # --n-cpu-moe N: experts of the first N blocks stay in RAM
@@ -428,7 +456,7 @@ def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware,
             expert[d] += e_read
             params[d] += e_read * per_byte
         if d is not None:
-            params[d] += (w.per_layer[i] - w.experts_per_layer[i]) * per_byte
+            params[d] += (dense_read - kv[i]) * per_byte
     # the output layer sits on the last device that holds weights (a split may leave later devices empty)
     last = max((i for i, d in enumerate(mem.per_device) if d.weights_bytes > 0), default=None)
     output_on_gpu = st.engine == "mlx" or (last is not None

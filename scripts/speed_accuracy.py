@@ -7,8 +7,9 @@ The fit (FORMULAS §4) minimises Σ|log(estimate / measured)| by coordinate desc
 group η, t_fixed, t_moe (latency of the expert kernels), ε (MFU of the decode matrix-vector kernels), prefill
 MFU, m½ and κ (the prefill rate lost to few tokens per matmul and per routed expert), batched-decode MFU and
 the layer-split pipeline share ρ; on CUDA the t_fixed of runs without CUDA graphs (the run's build and GPU
-say which) and that of graph builds from before 2026 (a plan pays the recent builds'); one factor for
-recurrent / gated-delta-net models. It is hierarchical: the backend constants are first fitted on the points
+say which) and that of graph builds from before 2026 (a plan pays the recent builds'); per backend the prefill MFU
+of builds before 2026 relative to the recent ones' (one for llama.cpp's Vulkan backends; a plan pays the recent
+one); one factor for recurrent / gated-delta-net models. It is hierarchical: the backend constants are first fitted on the points
 of every GPU backend together (the prior), then each backend's on its own points
 plus PRIOR_WEIGHT × its log distance from the prior, so a backend that one or two sources measure stays near
 what all backends show instead of following one publication to a bound; a backend without points takes
@@ -50,7 +51,7 @@ BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "moe_ms": (0.0, 6.0
           "decode_compute": (0.01, 1.0), "batch_compute": (0.03, 1.2), "q_bandwidth": (0.4, 1.6), "q_compute": (0.2, 3.0),
           "cpu_bandwidth": (0.2, 0.95), "soc_compute": (0.1, 1.0), "gbs_per_ghz": (0.3, 12.0), "gflops_per_ghz": (0.5, 100.0),
           "half_tokens": (0.0, 256.0), "expert_compute": (0.1, 1.5),
-          "recurrent_factor": (0.2, 1.0), "chip_bandwidth": (0.25, 2.0), "chip_compute": (0.1, 3.0)}
+          "recurrent_factor": (0.2, 1.0), "chip_bandwidth": (0.25, 2.0), "chip_compute": (0.1, 3.0), "earlier_compute": (0.3, 2.0)}
 
 
 # FORMULAS §4.1 [estimate]: t_fixed ≈ 0.3–1 ms on CUDA with graphs, 2–3 ms on Metal. llama.cpp's CUDA
@@ -109,11 +110,12 @@ class Case:
         self.recurrent = bool(spec.recurrent_layers) and p.engine == "llama.cpp"
         self.graphs = self.key != "llama.cpp/cuda" or ran_cuda_graphs(p, hw.devices)
         self.recent = ran_recent_build(p, self.key, self.graphs)
+        self.earlier = p.date is not None and p.date < RECENT_SINCE
         self.chip = chip_key(ref) if ref else None
         if ref and ref.unified_memory:
             self.ram_bw = ref.bandwidth_gbs
         if p.kind == "decode":
-            self.terms = decode_terms(spec, w, st, hw, mem)
+            self.terms = decode_terms(spec, w, st, hw, mem, outputs=p.outputs)
         else:
             self.terms = prefill_terms(spec, w, st, hw, mem, tokens=p.tokens, depth=p.depth, n_batch=p.n_batch,
                                        backend=p.backend)
@@ -142,6 +144,8 @@ class Case:
             return self.p.tokens / cpu_prefill_seconds(self.terms, cal.cpu, self.threads, self.ghz, self.arch)
         if not all(tf):
             return None
+        if self.earlier and self.key in cal.earlier_compute:
+            eff = replace(eff, compute=eff.compute * cal.earlier_compute[self.key])
         return self.p.tokens / prefill_seconds(self.terms, self.devices, tf, eff, q, arch_factor=arch,
                                                device_bandwidth=bw)
 
@@ -312,11 +316,37 @@ def _fit_chips(cases: list[Case], cal: SpeedCalibration) -> None:
             _descend(get, put, lambda sub=sub, get=get, w=weight: _score(sub, cal) + w * abs(log(get())), lo, hi)
 
 
+def _fit_eras(cases: list[Case], cal: SpeedCalibration) -> None:
+    """Each backend's prefill MFU on builds before RECENT_SINCE relative to its own, drawn towards 1 as a chip's
+    share is (PRIOR_WEIGHT × points per source), on the devices with a catalogued rate (a measured one is the
+    runs' own). The Vulkan backends share one: one set of shaders."""
+    groups: dict[str, list[Case]] = {}
+    for c in cases:
+        if c.earlier and c.p.kind == "prefill" and c.devices and (c.devices[0].fp16_tflops or c.devices[0].kind == "apple"):
+            groups.setdefault(era_group(c.key), []).append(c)
+    for group, g in sorted(groups.items()):
+        keys = sorted({c.key for c in g})
+        weight = PRIOR_WEIGHT * len(g) / len({c.p.source for c in g})
+
+        def get(keys=keys):
+            return cal.earlier_compute.get(keys[0], 1.0)
+
+        def put(v, keys=keys):
+            cal.earlier_compute.update({k: v for k in keys})
+        _descend(get, put, lambda g=g, w=weight: _score(g, cal) + w * abs(log(get())), *BOUNDS["earlier_compute"])
+
+
+def era_group(key: str) -> str:
+    """The backends whose code changed together: llama.cpp's Vulkan ones share their shaders."""
+    return "llama.cpp/vulkan" if key.startswith("llama.cpp/vulkan") else key
+
+
 def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCalibration:
     cal = copy.deepcopy(base)
     cal.device_rates = []
     cal.device_factors = []
     cal.earlier_fixed_ms = {}
+    cal.earlier_compute = {}
     groups: dict[str, list[Case]] = {}
     for c in cases:
         groups.setdefault(c.key, []).append(c)
@@ -360,6 +390,7 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
             pre_fc = [c for c in fc if c.p.kind == "prefill" and not c.soc]  # ψ on discrete cards: SoC points
             if pre_fc:                                                       # would fold the SoC factor into it
                 _descend(*family_param(fam, "compute"), lambda pf=pre_fc: _score(pf, cal), *BOUNDS["q_compute"])
+        _fit_eras(gpu_cases, cal)
         _fit_chips(gpu_cases, cal)
         rec = [c for c in gpu_cases if c.recurrent]
         if rec:
@@ -424,6 +455,7 @@ def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
     cal.quant_families = {k: QuantRates(bandwidth=r(v.bandwidth), compute=r(v.compute))
                           for k, v in cal.quant_families.items()}
     cal.earlier_fixed_ms = {k: r(v) for k, v in cal.earlier_fixed_ms.items()}
+    cal.earlier_compute = {k: r(v) for k, v in cal.earlier_compute.items()}
     cal.soc_compute = r(cal.soc_compute)
     cal.device_factors = [replace(f, bandwidth=r(f.bandwidth), compute=r(f.compute)) for f in cal.device_factors]
     cal.recurrent_factor = r(cal.recurrent_factor)
@@ -505,6 +537,7 @@ def _write(cal: SpeedCalibration, held_out: dict[str, dict[str, HeldOutError]] |
     raw["soc_compute"] = cal.soc_compute
     raw["recurrent_factor"] = cal.recurrent_factor
     raw["earlier_fixed_ms"] = dict(sorted(cal.earlier_fixed_ms.items()))
+    raw["earlier_compute"] = dict(sorted(cal.earlier_compute.items()))
     if held_out is not None:
         raw["held_out"] = {k: {kind: asdict(e) for kind, e in v.items()} for k, v in held_out.items()}
     PATH.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
@@ -547,7 +580,8 @@ def main(argv=None) -> int:
         print(f"{k:<18} η {v.bandwidth:.3f}  t_fixed {v.fixed_ms:.2f} ms  t_moe {v.moe_ms:.2f} ms  "
               f"ε {v.decode_compute:.3f}  "
               + (f"eager t_fixed {v.eager_fixed_ms:.2f} ms  " if v.eager_fixed_ms is not None else "")
-              + (f"before 2026 {cal.earlier_fixed_ms[k]:.2f} ms  " if k in cal.earlier_fixed_ms else "") +
+              + (f"before 2026 {cal.earlier_fixed_ms[k]:.2f} ms  " if k in cal.earlier_fixed_ms else "")
+              + (f"MFU before {RECENT_SINCE} ×{cal.earlier_compute[k]:.2f}  " if k in cal.earlier_compute else "") +
               f"MFU {v.compute:.3f}  m½ {v.half_tokens:.0f}  κ {v.expert_compute:.2f}  "
               f"batch MFU {v.batch_compute:.3f}  ρ {v.pipeline:.2f}  ({v.basis})")
     for k, q in sorted(cal.quant_families.items()):
