@@ -126,8 +126,8 @@ class SpeedCalibration:
                                           "the backend's fixed_ms")
     earlier_compute: dict[str, float] = doc(
         default_factory=dict, description="prefill MFU of a backend's published runs from builds before the pinned "
-                                          "build's era, relative to its compute (Vulkan's matmul shaders and "
-                                          "AMD's drivers kept gaining through 2025): fitted so those runs still "
+                                          "build's era, relative to its compute (llama.cpp's Vulkan matmul "
+                                          "shaders kept gaining through 2025): fitted so those runs still "
                                           "calibrate the rest; a plan uses the backend's compute")
     held_out: dict[str, dict[str, HeldOutError]] = doc(
         default_factory=dict, description="per backend, decode and prefill: the error of its estimates on the published "

@@ -413,11 +413,11 @@ def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware,
     touched = _touched(spec, st.batch)
     kv = mem.kv.per_layer
     out_read = head_bytes(spec, w) if outputs else 0
-    skipped = [0.0] * spec.n_layers  # bytes of each block a step without outputs does not read
+    last_block = spec.n_layers - 1
+    skip_dense = skip_expert = 0.0  # the last block's FFN bytes a step without outputs does not read
     if not outputs and spec.architecture not in OUTPUT_ROWS_AFTER_LAST_BLOCK:
-        last = spec.n_layers - 1
-        skipped[last] = (w.per_layer[last] - w.experts_per_layer[last]) * _last_ffn_share(spec) \
-            + w.experts_per_layer[last] * touched
+        skip_dense = (w.per_layer[last_block] - w.experts_per_layer[last_block]) * _last_ffn_share(spec)
+        skip_expert = w.experts_per_layer[last_block] * touched
     flops = 2 * matmul_params(spec)[0]
     dense = [0.0] * len(devices)
     expert = [0.0] * len(devices)
@@ -428,13 +428,13 @@ def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware,
                   n_moe_layers=sum(1 for e in w.experts_per_layer if e) if spec.moe else 0)
     if not devices:
         total = sum(lw - ew + ew * touched for lw, ew in zip(w.per_layer, w.experts_per_layer)) + out_read + sum(kv) \
-            - sum(skipped)
+            - skip_dense - skip_expert
         return DecodeTerms(device_dense=[], device_expert=[], device_params=[], cpu_bytes=total, parallel=False,
                            **common)
     if st.engine in ("vllm", "sglang"):
         tp = len(devices)
-        d_all = sum(lw - ew for lw, ew in zip(w.per_layer, w.experts_per_layer)) + out_read + sum(kv)
-        e_all = sum(w.experts_per_layer) * touched
+        d_all = sum(lw - ew for lw, ew in zip(w.per_layer, w.experts_per_layer)) + out_read + sum(kv) - skip_dense
+        e_all = sum(w.experts_per_layer) * touched - skip_expert
         link = "nvlink" if all(d.nvlink for d in devices) else "pcie"
         p_all = (d_all - sum(kv) + e_all) * per_byte
         return DecodeTerms(device_dense=[d_all / tp] * tp, device_expert=[e_all / tp] * tp,
@@ -443,9 +443,8 @@ def decode_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware,
     for i, d in enumerate(_layer_devices(spec, st, mem, len(devices))):
         e_read = w.experts_per_layer[i] * touched
         dense_read = w.per_layer[i] - w.experts_per_layer[i] + kv[i]
-        if skipped[i]:  # the skipped FFN: its experts first, then its dense share
-            e_skip = min(e_read, skipped[i])
-            e_read, dense_read = e_read - e_skip, dense_read - (skipped[i] - e_skip)
+        if i == last_block:
+            e_read, dense_read = e_read - skip_expert, dense_read - skip_dense
         if d is None:
             cpu += dense_read + e_read
         elif i < cpu_expert_layers and spec.moe:  # --n-cpu-moe N: experts of the first N blocks stay in RAM
