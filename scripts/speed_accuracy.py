@@ -121,6 +121,12 @@ class Case:
                                        backend=p.backend)
 
     @property
+    def rated(self) -> bool:
+        """Whether the run's device has a compute figure of its own (catalogued TFLOPS, Apple's shader rate); the
+        others get one measured on their own prefill runs."""
+        return bool(self.devices) and bool(self.devices[0].fp16_tflops or self.devices[0].kind == "apple")
+
+    @property
     def soc(self) -> bool:
         return any(d.unified_memory and d.kind != "apple" for d in self.devices)
 
@@ -163,8 +169,7 @@ def device_rates(cases: list[Case], cal: SpeedCalibration) -> list[DeviceRate]:
     """Effective TFLOPS = prefill FLOPs / measured time, median per device, where no figure exists."""
     by: dict[tuple[str, str], list[tuple[float, str]]] = {}
     for c in cases:
-        d = c.devices[0] if c.devices else None
-        if c.p.kind != "prefill" or d is None or d.fp16_tflops or d.kind == "apple":
+        if c.p.kind != "prefill" or not c.devices or c.rated:
             continue
         rate = sum(c.terms.chunk_flops) * c.p.tps / c.p.tokens / 1e12 / len(c.devices)
         by.setdefault((c.p.gpu, c.key), []).append((rate, c.p.id))
@@ -302,7 +307,7 @@ def _fit_chips(cases: list[Case], cal: SpeedCalibration) -> None:
 
     for (chip, key), cs in sorted(chips.items()):
         dec = [c for c in cs if c.p.kind == "decode"]
-        pre = [c for c in cs if c.p.kind == "prefill" and (c.devices[0].fp16_tflops or c.devices[0].kind == "apple")]
+        pre = [c for c in cs if c.p.kind == "prefill" and c.rated]
         n_src = len({c.p.source for c in cs})
         for sub, name in ((dec, "bandwidth"), (pre, "compute")):
             if not sub:
@@ -322,7 +327,7 @@ def _fit_eras(cases: list[Case], cal: SpeedCalibration) -> None:
     runs' own). The Vulkan backends share one: one set of shaders."""
     groups: dict[str, list[Case]] = {}
     for c in cases:
-        if c.earlier and c.p.kind == "prefill" and c.devices and (c.devices[0].fp16_tflops or c.devices[0].kind == "apple"):
+        if c.earlier and c.p.kind == "prefill" and c.rated:
             groups.setdefault(era_group(c.key), []).append(c)
     for group, g in sorted(groups.items()):
         keys = sorted({c.key for c in g})
