@@ -331,10 +331,12 @@ def matmul_params(spec: ModelSpec) -> tuple[float, float]:
 
 @lru_cache(maxsize=256)
 def step_kernels(spec: ModelSpec) -> int:
-    """Weight matrices and norm vectors one decode step applies (the input embedding is a lookup), memoized."""
+    """Weight matrices and norm vectors one decode step applies, memoized. The input embedding is a lookup, but a
+    tied one is the output head too: llama.cpp's graph multiplies by it once more (as matmul_params counts it)."""
     from .tensors import inventory
 
-    return sum(1 for t in inventory(spec) if not (t.vision or t.mtp) and t.name != "token_embd.weight"
+    return sum(1 for t in inventory(spec) if not (t.vision or t.mtp)
+               and (t.name != "token_embd.weight" or spec.tied_embeddings)
                and (len(t.shape) >= 2 or "norm" in t.name))
 
 
