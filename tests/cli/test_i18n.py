@@ -1,10 +1,8 @@
 """Languages end to end: the choice (--lang, LC_ALL > LC_MESSAGES > LANG), the catalogs (every msgid of the
 sources translated in es, de and zh, placeholders kept), locale formatting, and the rule that JSON and exit
 codes never change with the language."""
-import importlib.util
 import io
 import json
-from pathlib import Path
 
 import pytest
 from babel.messages.pofile import read_po
@@ -15,16 +13,13 @@ from click.testing import CliRunner
 from fitprobe import i18n
 from fitprobe.cli import main
 from fitprobe.estimator.message import gib, join, msg, plural
+from scripthelpers import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
 LANGS = ("en", "es", "de", "zh")
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("i18n_script", ROOT / "scripts" / "i18n.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("i18n")
 
 
 def run(*args, env=None):

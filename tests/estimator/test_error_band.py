@@ -1,23 +1,18 @@
 """The verdict's error band: measured per component and per engine family (scripts/accuracy.py --write-band)."""
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 from fitprobe.app import error_band
 from fitprobe.catalogs import data_path
 from fitprobe.estimator.verdict import ErrorBand, band_for
+from scripthelpers import load_script
 
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _accuracy():
-    spec = importlib.util.spec_from_file_location("accuracy", ROOT / "scripts" / "accuracy.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("accuracy")
 
 
 def test_stored_band_is_the_measured_set_s_p90():

@@ -2,23 +2,16 @@
 (scripts/graph_ops.py reads it from llama-server's GGML_SCHED_DEBUG=2 listing)."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from fitprobe.estimator.speed import step_kernels
+from scripthelpers import load_script
 
 from .conftest import spec_of
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def _graph_ops():
-    spec = importlib.util.spec_from_file_location("graph_ops", ROOT / "scripts" / "graph_ops.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("graph_ops")
 
 
 def test_the_listing_parser_reads_only_the_first_one_token_graph():
