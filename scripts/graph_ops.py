@@ -28,6 +28,7 @@ from fitprobe.catalogs.models import load_models
 from fitprobe.catalogs.speed_calibration import POINTS_PATH
 from fitprobe.estimator.config import spec_from_config
 from fitprobe.estimator.quant import source_types
+from fitprobe.estimator.spec import ModelSpec
 from fitprobe.estimator.speed import step_kernels
 from fitprobe.llama_tools import find_bin_dir
 from fitprobe.sparse_gguf import write_sparse_gguf
@@ -52,10 +53,10 @@ def decode_graph_ops(log: str) -> collections.Counter:
     return ops
 
 
-def measure(server: Path, name: str, workdir: Path, timeout_s: float) -> collections.Counter:
-    entry = next(e for e in load_models() if e.name == name)
-    spec = spec_from_config(entry.config, name=entry.name, hf_id=entry.hf_id)
-    gguf, log_path = workdir / f"{name}.gguf", workdir / f"{name}.log"
+def measure(server: Path, spec: ModelSpec, workdir: Path, timeout_s: float) -> collections.Counter:
+    """The decode graph's operations of llama-server loading `spec`'s GGUF, killed once it listens (or at the
+    deadline)."""
+    gguf, log_path = workdir / f"{spec.name}.gguf", workdir / f"{spec.name}.log"
     write_sparse_gguf(spec, gguf, source_types(spec))
     env = dict(os.environ, GGML_SCHED_DEBUG="2")
     with open(log_path, "w") as log:
@@ -88,19 +89,23 @@ def main(argv=None) -> int:
     models = args.models or sorted({p["model"] for p in json.loads(POINTS_PATH.read_text())["points"]
                                     if p["kind"] == "decode"})
     names = [REFERENCE] + [m for m in models if m != REFERENCE]
-    specs = {e.name: e for e in load_models()}
+    entries = {e.name: e for e in load_models()}
+    unknown = [n for n in names if n not in entries]
+    if unknown:
+        print(f"graph_ops: not in the bundled catalog: {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    specs = {n: spec_from_config(entries[n].config, name=n, hf_id=entries[n].hf_id) for n in names}
     with tempfile.TemporaryDirectory() as tmp:
-        counts = {n: measure(bin_dir / "llama-server", n, Path(tmp), args.timeout) for n in names}
+        counts = {n: measure(bin_dir / "llama-server", specs[n], Path(tmp), args.timeout) for n in names}
     ref_ops = sum(counts[REFERENCE].values())
-    ref_kernels = step_kernels(spec_from_config(specs[REFERENCE].config, name=REFERENCE))
+    ref_kernels = step_kernels(specs[REFERENCE])
     print(f"{'model':<36}{'ops':>6}{'ops ratio':>10}{'step_kernels ratio':>20}  by kind")
     for n in names:
         total = sum(counts[n].values())
         if not total:
             print(f"{n:<36}{'-':>6}  (no 1-token graph in the log)")
             continue
-        entry = specs[n]
-        kernels = step_kernels(spec_from_config(entry.config, name=n, hf_id=entry.hf_id))
+        kernels = step_kernels(specs[n])
         kinds = " ".join(f"{k}={v}" for k, v in counts[n].most_common())
         print(f"{n:<36}{total:>6}{total / ref_ops:>10.2f}{kernels / ref_kernels:>20.2f}  {kinds}")
     return 0

@@ -10,7 +10,6 @@ from scripthelpers import load_script
 
 
 
-
 def _accuracy():
     return load_script("accuracy")
 

@@ -36,7 +36,7 @@ def test_a_step_applies_the_matrices_llama_cpp_multiplies_by_the_tied_head_inclu
     output head, which llama.cpp's graph multiplies by once."""
     spec = spec_of(name)
     assert spec.tied_embeddings
-    ops = _graph_ops().measure(llama_bin / "llama-server", name, tmp_path, timeout_s=300)
+    ops = _graph_ops().measure(llama_bin / "llama-server", spec, tmp_path, timeout_s=300)
     assert ops["FLASH_ATTN"] == spec.n_layers, ops
     # every norm vector is one RMS_NORM here (no weightless norms in these networks)
     assert step_kernels(spec) == ops["MUL_MAT"] + ops["MUL_MAT_ID"] + ops["RMS_NORM"], ops
