@@ -16,7 +16,8 @@ threads · per-core bandwidth): a few cores cannot saturate a wide memory system
 Prefill of n tokens, in micro-batches of `ubatch` (vLLM: max_num_batched_tokens):
     FLOPs = 2·N_active·m + 4·L_attn·H·d_head·m·(depth + m/2)
     per device: t = max(FLOPs'_d / (TFLOPS_d · MFU · ψ_quant), weights_d / (BW_d · η · φ_quant))
-    FLOPs' = FLOPs_dense · (m + m½)/m + FLOPs_experts · (m·k/E + m½·r)/(m·k/E) / κ,  r = 1-(1-k/E)^m
+    FLOPs' = FLOPs_dense · (m + m½)/m + FLOPs_experts · (m·k/E + m½·r)/(m·k/E) / κ + FLOPs_attn / α,
+    r = 1-(1-k/E)^m
 (a matmul over few tokens reuses each weight tile little; a routed expert sees m·k/E of them, and only the
 share r of the experts that the micro-batch reaches is loaded).
 Layer split: the devices' times add for one micro-batch, but llama.cpp pipelines the micro-batches
@@ -26,7 +27,7 @@ per micro-batch (ggml offloads big matmuls to the GPU). Where llama.cpp's CUDA/H
 micro-batch (estimator/expert_kernels.py) its time grows by the F16 weight copies of the cuBLAS path, read and
 written at η, and by the launches of MoE blocks run one expert at a time, each at eager t_fixed / 290. η, t_fixed (and on CUDA the t_fixed of GPUs that
 run without CUDA graphs; t_fixed is the pinned build's era's: CUDA graph builds before 2026, which fused fewer
-kernels, calibrate with their own), t_moe, ε, MFU, m½, κ are per backend
+kernels, calibrate with their own), t_moe, ε, MFU, m½, κ, α are per backend
 (fitted hierarchically: each drawn towards the constants of all backends together), times a chip's own
 measured share where published runs measured it (an M1 Max GPU streams less of its 400 GB/s than an
 M3 Max, an Arc A770 runs SYCL's kernels far below a B580), φ/ψ per quant kernel family, all fitted
@@ -103,6 +104,9 @@ class Efficiency:
     expert_compute: float = doc(default=1.0, gt=0, description="κ: rate of the routed-expert matmuls relative to the "
                                                                "dense ones at a large per-expert batch (routing, "
                                                                "gathering rows by expert)")
+    attention_compute: float = doc(default=1.0, gt=0, description="α: rate of the attention's FLOPs (QKᵀ and PV over "
+                                                                  "the cached context, flash-attention kernels) "
+                                                                  "relative to the weight matmuls'")
     calibrated: bool = True
     basis: str = ""
 
@@ -210,6 +214,8 @@ class PrefillTerms:
     chunk_flops: list[float]
     chunk_tokens: list[int] = doc(default_factory=list, description="prompt tokens of each micro-batch")
     chunk_expert_flops: list[float] = doc(default_factory=list, description="the routed experts' share of chunk_flops")
+    chunk_attention_flops: list[float] = doc(default_factory=list, description="the attention's share of chunk_flops "
+                                                                               "(grows with the context's depth)")
     chunk_launches: list[float] = doc(default_factory=list, description="kernels launched one expert at a time "
                                                                         "(llama.cpp's sorted MoE path) per micro-batch")
     chunk_dequant_bytes: list[list[float]] = doc(default_factory=list, description="per micro-batch and device: "
@@ -515,13 +521,15 @@ def prefill_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware
     else:
         chunk = st.ubatch
     n_active, n_routed = matmul_params(spec)[0], routed_params(spec)
-    flops, sizes, done = [], [], 0
+    flops, attention, sizes, done = [], [], [], 0
     while done < tokens:
         m = min(chunk, tokens - done)
-        flops.append(2 * n_active * m + _attention_flops(spec, m, depth + done))
+        attention.append(_attention_flops(spec, m, depth + done))
+        flops.append(2 * n_active * m + attention[-1])
         sizes.append(m)
         done += m
     chunks = dict(chunk_flops=flops, chunk_tokens=sizes, chunk_expert_flops=[2 * n_routed * m for m in sizes],
+                  chunk_attention_flops=attention,
                   expert_fraction=spec.moe.n_experts_used / spec.moe.n_experts if spec.moe else 0.0)
     if paged:
         per = (w.total - w.token_embd * (not spec.tied_embeddings)) / len(devices)
@@ -588,20 +596,21 @@ def cpu_stream_gbs(cpu: CpuRates, ram_bw_gbs: float | None, threads: int | None,
     return min(ram, cores), cores < ram
 
 
-def tile_flops(flops: float, expert_flops: float, tokens: int, expert_fraction: float, eff: Efficiency) -> float:
+def tile_flops(flops: float, expert_flops: float, tokens: int, expert_fraction: float, eff: Efficiency,
+               attention_flops: float = 0.0) -> float:
     """A micro-batch's FLOPs as the kernels pay for them: a matmul over m tokens runs at m/(m + m½) of the
     large-batch rate, i.e. each weight it loads costs 2·m½ FLOPs more. A routed expert sees only m·k/E of the
     tokens (64 of 512 on a 32-expert top-4 model, 4 of 64 on 128 experts top-8), so MoE prefill at small
     micro-batches loses most of the rate; but only the experts the micro-batch reaches, E·(1-(1-k/E)^m), are
     loaded (64 % of them at 16 tokens on 128 experts top-8). The expert kernels' large-batch rate is κ of the
-    dense one."""
-    dense = flops - expert_flops
+    dense one, the attention's (QKᵀ and PV, which load no weights) α of it."""
+    dense = flops - expert_flops - attention_flops
     per_expert = tokens * expert_fraction
     out = dense * (tokens + eff.half_tokens) / tokens
     if expert_flops and per_expert:
         reached = 1 - (1 - expert_fraction) ** tokens
         out += expert_flops * (per_expert + eff.half_tokens * reached) / per_expert / eff.expert_compute
-    return out
+    return out + attention_flops / eff.attention_compute
 
 
 def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[float], eff: Efficiency,
@@ -616,7 +625,8 @@ def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[
     total = 0.0
     for i, f in enumerate(t.chunk_flops):
         if t.chunk_tokens:
-            f = tile_flops(f, t.chunk_expert_flops[i], t.chunk_tokens[i], t.expert_fraction, eff)
+            f = tile_flops(f, t.chunk_expert_flops[i], t.chunk_tokens[i], t.expert_fraction, eff,
+                           t.chunk_attention_flops[i] if t.chunk_attention_flops else 0.0)
         per = []
         for j, (dev, tf, wb) in enumerate(zip(devices, device_tflops, t.device_weights)):
             part = f / len(devices) if t.parallel else f * wb / share

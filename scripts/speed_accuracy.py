@@ -5,7 +5,8 @@
 
 The fit (FORMULAS §4) minimises Σ|log(estimate / measured)| by coordinate descent over: per backend
 group η, t_fixed, t_moe (latency of the expert kernels), ε (MFU of the decode matrix-vector kernels), prefill
-MFU, m½ and κ (the prefill rate lost to few tokens per matmul and per routed expert), batched-decode MFU and
+MFU, m½ and κ (the prefill rate lost to few tokens per matmul and per routed expert), α (the attention's rate over a deep
+context relative to the matmuls'), batched-decode MFU and
 the layer-split pipeline share ρ; on CUDA the t_fixed of runs without CUDA graphs (the run's build and GPU
 say which) and that of graph builds from before 2026 (a plan pays the recent builds'); per backend the prefill MFU
 of builds before 2026 relative to the recent ones' (one for llama.cpp's Vulkan backends; a plan pays the recent
@@ -50,7 +51,7 @@ from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, 
 BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "moe_ms": (0.0, 6.0), "compute": (0.03, 1.2),
           "decode_compute": (0.01, 1.0), "batch_compute": (0.03, 1.2), "q_bandwidth": (0.4, 1.6), "q_compute": (0.2, 3.0),
           "cpu_bandwidth": (0.2, 0.95), "soc_compute": (0.1, 1.0), "gbs_per_ghz": (0.3, 12.0), "gflops_per_ghz": (0.5, 100.0),
-          "half_tokens": (0.0, 256.0), "expert_compute": (0.1, 1.5),
+          "half_tokens": (0.0, 256.0), "expert_compute": (0.1, 1.5), "attention_compute": (0.1, 1.5),
           "recurrent_factor": (0.2, 1.0), "chip_bandwidth": (0.25, 2.0), "chip_compute": (0.1, 3.0), "earlier_compute": (0.3, 2.0)}
 
 
@@ -208,7 +209,7 @@ def _deviation(eff: Efficiency, prior: Efficiency | None) -> float:
     if prior is None:
         return 0.0
     d = sum(abs(log(getattr(eff, n) / getattr(prior, n)))
-            for n in ("bandwidth", "compute", "batch_compute", "decode_compute", "expert_compute"))
+            for n in ("bandwidth", "compute", "batch_compute", "decode_compute", "expert_compute", "attention_compute"))
     d += abs(log((eff.half_tokens + 8) / (prior.half_tokens + 8)))  # tokens: 8, the narrowest matmul tile
     return d + sum(abs(log((getattr(eff, n) + 1) / (getattr(prior, n) + 1))) for n in ("fixed_ms", "moe_ms"))
 
@@ -234,11 +235,13 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
     eager = [c for c in one if not c.graphs]
     pre = [c for c in g if c.p.kind == "prefill"]
     pre_moe = [c for c in pre if c.terms.expert_fraction]
+    # α where the attention is a tenth of the prompt's FLOPs or more (a deep context, a long prompt)
+    pre_deep = [c for c in pre if sum(c.terms.chunk_attention_flops) >= 0.1 * sum(c.terms.chunk_flops)]
     bat = [c for c in dec if c.p.batch > 1]
     if prior is not None:  # what the backend's points cannot tell is the prior's
         unseen = {"bandwidth": not one, "fixed_ms": not one, "decode_compute": not one, "moe_ms": not moe,
                   "compute": not pre, "batch_compute": not bat,
-                  "half_tokens": not pre, "expert_compute": not pre_moe}
+                  "half_tokens": not pre, "expert_compute": not pre_moe, "attention_compute": not pre_deep}
         for k in keys:
             cal.backends[k] = replace(cal.backends[k], **{n: getattr(prior, n) for n, u in unseen.items() if u})
     for _ in range(2 if one else 0):  # η and t_fixed on a grid, then ε; twice, as the ε floor moves the grid's best
@@ -273,6 +276,8 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
         _descend_linear(*param("half_tokens"), scorer(pre), *BOUNDS["half_tokens"], steps=32)
         if pre_moe:
             _descend(*param("expert_compute"), scorer(pre_moe), *BOUNDS["expert_compute"])
+        if pre_deep:
+            _descend(*param("attention_compute"), scorer(pre_deep), *BOUNDS["attention_compute"])
         _descend(*param("compute"), scorer(pre), *BOUNDS["compute"])
     if bat:
         _descend(*param("batch_compute"), scorer(bat), *BOUNDS["batch_compute"])
@@ -392,9 +397,15 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
             fd = [c for c in fc if c.p.kind == "decode"]
             if fd:
                 _descend(*family_param(fam, "bandwidth"), lambda fd=fd: _score(fd, cal), *BOUNDS["q_bandwidth"])
-            pre_fc = [c for c in fc if c.p.kind == "prefill" and not c.soc]  # ψ on discrete cards: SoC points
-            if pre_fc:                                                       # would fold the SoC factor into it
-                _descend(*family_param(fam, "compute"), lambda pf=pre_fc: _score(pf, cal), *BOUNDS["q_compute"])
+            # ψ on discrete cards with a compute figure of their own (SoC points would fold the SoC factor into it;
+            # on a measured rate ψ and the rate trade against each other), drawn towards 1 as a chip's share is:
+            # a family that one publication measured moves as far as one point would
+            pre_fc = [c for c in fc if c.p.kind == "prefill" and not c.soc and c.rated]
+            if pre_fc:
+                get, put = family_param(fam, "compute")
+                w = PRIOR_WEIGHT * len(pre_fc) / len({c.p.source for c in pre_fc})
+                _descend(get, put, lambda pf=pre_fc, w=w, get=get: _score(pf, cal) + w * abs(log(get())),
+                         *BOUNDS["q_compute"])
         _fit_eras(gpu_cases, cal)
         _fit_chips(gpu_cases, cal)
         rec = [c for c in gpu_cases if c.recurrent]
@@ -451,12 +462,12 @@ def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
                                fixed_ms=r(v.fixed_ms), moe_ms=r(v.moe_ms),
                                decode_compute=r(v.decode_compute),
                                pipeline=r(v.pipeline), half_tokens=r(v.half_tokens),
-                               expert_compute=r(v.expert_compute),
+                               expert_compute=r(v.expert_compute), attention_compute=r(v.attention_compute),
                                eager_fixed_ms=None if v.eager_fixed_ms is None else r(v.eager_fixed_ms))
                     for k, v in cal.backends.items()}
     cal.prior = replace(cal.prior, **{n: r(getattr(cal.prior, n)) for n in
                                       ("bandwidth", "compute", "batch_compute", "decode_compute", "fixed_ms", "moe_ms",
-                                       "pipeline", "half_tokens", "expert_compute")})
+                                       "pipeline", "half_tokens", "expert_compute", "attention_compute")})
     cal.quant_families = {k: QuantRates(bandwidth=r(v.bandwidth), compute=r(v.compute))
                           for k, v in cal.quant_families.items()}
     cal.earlier_fixed_ms = {k: r(v) for k, v in cal.earlier_fixed_ms.items()}
@@ -587,7 +598,7 @@ def main(argv=None) -> int:
               + (f"eager t_fixed {v.eager_fixed_ms:.2f} ms  " if v.eager_fixed_ms is not None else "")
               + (f"before 2026 {cal.earlier_fixed_ms[k]:.2f} ms  " if k in cal.earlier_fixed_ms else "")
               + (f"MFU before {RECENT_SINCE} ×{cal.earlier_compute[k]:.2f}  " if k in cal.earlier_compute else "") +
-              f"MFU {v.compute:.3f}  m½ {v.half_tokens:.0f}  κ {v.expert_compute:.2f}  "
+              f"MFU {v.compute:.3f}  m½ {v.half_tokens:.0f}  κ {v.expert_compute:.2f}  α {v.attention_compute:.2f}  "
               f"batch MFU {v.batch_compute:.3f}  ρ {v.pipeline:.2f}  ({v.basis})")
     for k, q in sorted(cal.quant_families.items()):
         print(f"quant {k:<8} φ {q.bandwidth:.3f}  ψ {q.compute:.3f}")
