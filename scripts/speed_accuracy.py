@@ -286,6 +286,12 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
         _descend_linear(*param("pipeline"), scorer(multi), 0.0, 1.0, steps=20)
 
 
+def _pull(cases: list[Case]) -> float:
+    """How hard a factor the runs set is drawn towards 1: PRIOR_WEIGHT × points per source (a source's points share
+    its build and machine, so one publication moves the factor as far as one point would)."""
+    return PRIOR_WEIGHT * len(cases) / len({c.p.source for c in cases})
+
+
 def _fit_chips(cases: list[Case], cal: SpeedCalibration) -> None:
     """Each chip's bandwidth share (decode) and compute share (prefill) relative to its backend. A chip pays
     PRIOR_WEIGHT × (its points per source) × |log factor|: its sources, not its points, are the independent
@@ -317,7 +323,7 @@ def _fit_chips(cases: list[Case], cal: SpeedCalibration) -> None:
         for sub, name in ((dec, "bandwidth"), (pre, "compute")):
             if not sub:
                 continue
-            weight = PRIOR_WEIGHT * len(sub) / len({c.p.source for c in sub})
+            weight = _pull(sub)
             get, put = param(chip, key, name, len(cs), n_src)
             lo, hi = BOUNDS[f"chip_{name}"]
             if name == "bandwidth":  # a chip cannot stream more than its peak: η · factor ≤ 1
@@ -336,7 +342,7 @@ def _fit_eras(cases: list[Case], cal: SpeedCalibration) -> None:
             groups.setdefault(era_group(c.key), []).append(c)
     for group, g in sorted(groups.items()):
         keys = sorted({c.key for c in g})
-        weight = PRIOR_WEIGHT * len(g) / len({c.p.source for c in g})
+        weight = _pull(g)
 
         def get(keys=keys):
             return cal.earlier_compute.get(keys[0], 1.0)
@@ -403,7 +409,7 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
             pre_fc = [c for c in fc if c.p.kind == "prefill" and not c.soc and c.rated]
             if pre_fc:
                 get, put = family_param(fam, "compute")
-                w = PRIOR_WEIGHT * len(pre_fc) / len({c.p.source for c in pre_fc})
+                w = _pull(pre_fc)
                 _descend(get, put, lambda pf=pre_fc, w=w, get=get: _score(pf, cal) + w * abs(log(get())),
                          *BOUNDS["q_compute"])
         _fit_eras(gpu_cases, cal)

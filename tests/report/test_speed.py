@@ -379,7 +379,8 @@ def test_moe_prefill_pays_for_few_tokens_per_expert():
 
 def test_deep_context_prefill_pays_the_attention_at_its_own_rate():
     """QKᵀ and PV over a deep context run in flash-attention kernels, not the weight matmuls: their FLOPs cost 1/α
-    (ggerganov's M2 Ultra bench file: pp2048 at d32768 runs at 0.25-0.4x of d0 on Metal, slower than the FLOPs say)."""
+    (ggerganov's M2 Ultra bench file: pp2048 at d32768 runs at 0.18-0.44x of d0 on Metal, Gemma-3's sliding
+    window at 0.73x, slower than the FLOPs say)."""
     from fitprobe.estimator.speed import prefill_terms, tile_flops
 
     spec, w, st, hw, mem, s = _run("llama-3.1-8b-instruct", "H100 SXM", quant="Q4_K_M", context=40960)
