@@ -626,7 +626,7 @@ def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[
     for i, f in enumerate(t.chunk_flops):
         if t.chunk_tokens:
             f = tile_flops(f, t.chunk_expert_flops[i], t.chunk_tokens[i], t.expert_fraction, eff,
-                           t.chunk_attention_flops[i] if t.chunk_attention_flops else 0.0)
+                           t.chunk_attention_flops[i])
         per = []
         for j, (dev, tf, wb) in enumerate(zip(devices, device_tflops, t.device_weights)):
             part = f / len(devices) if t.parallel else f * wb / share
