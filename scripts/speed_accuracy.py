@@ -286,6 +286,18 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
         _descend_linear(*param("pipeline"), scorer(multi), 0.0, 1.0, steps=20)
 
 
+# A format family's φ and ψ hold for every model in that format on every engine: one publication's runs cannot tell
+# the format from the rest of their setup, so a family measured by fewer publications stays at the K-quants' 1.0.
+# (tt-inference-server #356's DeepSeek-R1 AWQ on 8×H100, the only int4 decode runs, took φ to its 0.4 floor, and
+# every AWQ/GPTQ plan on vLLM then read its 4-bit weights no faster than BF16 ones; Marlin, the kernel vLLM runs
+# them in, is built to keep the ~4× of reading 4 bits instead of 16 up to batch 16-32, IST-DASLab/marlin README.)
+FAMILY_MIN_SOURCES = 2
+
+
+def _publications(cases: list[Case]) -> int:
+    return len({c.p.source for c in cases})
+
+
 def _pull(cases: list[Case]) -> float:
     """How hard a factor the runs set is drawn towards 1: PRIOR_WEIGHT × points per source (a source's points share
     its build and machine, so one publication moves the factor as far as one point would)."""
@@ -401,13 +413,13 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
         for fam in families:
             fc = [c for c in cases if c.family == fam and c.devices]
             fd = [c for c in fc if c.p.kind == "decode"]
-            if fd:
+            if _publications(fd) >= FAMILY_MIN_SOURCES:
                 _descend(*family_param(fam, "bandwidth"), lambda fd=fd: _score(fd, cal), *BOUNDS["q_bandwidth"])
             # ψ on discrete cards with a compute figure of their own (SoC points would fold the SoC factor into it;
             # on a measured rate ψ and the rate trade against each other), drawn towards 1 as a chip's share is:
             # a family that one publication measured moves as far as one point would
             pre_fc = [c for c in fc if c.p.kind == "prefill" and not c.soc and c.rated]
-            if pre_fc:
+            if _publications(pre_fc) >= FAMILY_MIN_SOURCES:
                 get, put = family_param(fam, "compute")
                 w = _pull(pre_fc)
                 _descend(get, put, lambda pf=pre_fc, w=w, get=get: _score(pf, cal) + w * abs(log(get())),
