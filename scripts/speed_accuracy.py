@@ -288,8 +288,8 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
 
 # A format family's φ and ψ hold for every model in that format on every engine: one publication's runs cannot tell
 # the format from the rest of their setup, so a family measured by fewer publications stays at the K-quants' 1.0.
-# (tt-inference-server #356's DeepSeek-R1 AWQ on 8×H100, the only int4 decode runs, took φ to its 0.4 floor, and
-# every AWQ/GPTQ plan on vLLM then read its 4-bit weights no faster than BF16 ones; Marlin, the kernel vLLM runs
+# (tt-inference-server #356's DeepSeek-R1 AWQ on 8×H100, once the only int4 decode runs, took φ to its 0.4 floor,
+# and every AWQ/GPTQ plan on vLLM then read its 4-bit weights no faster than BF16 ones; Marlin, the kernel vLLM runs
 # them in, is built to keep the ~4× of reading 4 bits instead of 16 up to batch 16-32, IST-DASLab/marlin README.)
 FAMILY_MIN_SOURCES = 2
 
@@ -416,8 +416,7 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
             if _publications(fd) >= FAMILY_MIN_SOURCES:
                 _descend(*family_param(fam, "bandwidth"), lambda fd=fd: _score(fd, cal), *BOUNDS["q_bandwidth"])
             # ψ on discrete cards with a compute figure of their own (SoC points would fold the SoC factor into it;
-            # on a measured rate ψ and the rate trade against each other), drawn towards 1 as a chip's share is:
-            # a family that one publication measured moves as far as one point would
+            # on a measured rate ψ and the rate trade against each other), drawn towards 1 as a chip's share is
             pre_fc = [c for c in fc if c.p.kind == "prefill" and not c.soc and c.rated]
             if _publications(pre_fc) >= FAMILY_MIN_SOURCES:
                 get, put = family_param(fam, "compute")
