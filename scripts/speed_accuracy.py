@@ -295,13 +295,14 @@ FAMILY_MIN_SOURCES = 2
 
 
 def _publications(cases: list[Case]) -> int:
+    """The independent measurements among runs: their sources."""
     return len({c.p.source for c in cases})
 
 
 def _pull(cases: list[Case]) -> float:
     """How hard a factor the runs set is drawn towards 1: PRIOR_WEIGHT × points per source (a source's points share
     its build and machine, so one publication moves the factor as far as one point would)."""
-    return PRIOR_WEIGHT * len(cases) / len({c.p.source for c in cases})
+    return PRIOR_WEIGHT * len(cases) / _publications(cases)
 
 
 def _fit_chips(cases: list[Case], cal: SpeedCalibration) -> None:
@@ -331,7 +332,7 @@ def _fit_chips(cases: list[Case], cal: SpeedCalibration) -> None:
     for (chip, key), cs in sorted(chips.items()):
         dec = [c for c in cs if c.p.kind == "decode"]
         pre = [c for c in cs if c.p.kind == "prefill" and c.rated]
-        n_src = len({c.p.source for c in cs})
+        n_src = _publications(cs)
         for sub, name in ((dec, "bandwidth"), (pre, "compute")):
             if not sub:
                 continue
@@ -457,10 +458,10 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
             n = {k: sum(1 for c in g if c.p.kind == k) for k in ("decode", "prefill")}
             cal.backends[key] = replace(cal.backends[key], calibrated=True,
                                         basis=f"fitted on {n['decode']} decode and {n['prefill']} prefill points "
-                                              f"from {len({c.p.source for c in g})} sources" + _recent_basis(key, g, cal))
+                                              f"from {_publications(g)} sources" + _recent_basis(key, g, cal))
     if cpu:
         cal.cpu = replace(cal.cpu, calibrated=True, basis=f"fitted on {len(cpu)} CPU-only points "
-                                                           f"from {len({c.p.source for c in cpu})} sources")
+                                                           f"from {_publications(cpu)} sources")
     return cal
 
 
@@ -470,7 +471,7 @@ def _recent_basis(key: str, g: list[Case], cal: SpeedCalibration) -> str:
         return ""
     recent = [c for c in g if c.p.kind == "decode" and c.p.batch == 1 and c.recent and c.graphs]
     return (f"; t_fixed from the {len(recent)} batch-1 decode runs of builds since {RECENT_SINCE} "
-            f"({len({c.p.source for c in recent})} sources; earlier builds: {cal.earlier_fixed_ms[key]:.1f} ms)")
+            f"({_publications(recent)} sources; earlier builds: {cal.earlier_fixed_ms[key]:.1f} ms)")
 
 
 def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
@@ -631,7 +632,7 @@ def main(argv=None) -> int:
     for r in cal.device_rates:
         print(f"{r.gpu:<26} measured {r.tflops:.2f} effective TFLOPS ({r.backend}, {len(r.from_points)} points)")
     print()
-    print(f"points {len(cases)} from {len({c.p.source for c in cases})} sources")
+    print(f"points {len(cases)} from {_publications(cases)} sources")
     for kind in ("decode", "prefill"):
         print(f"{kind:<8} in-sample: {_stats(errs[kind])}")
         if not args.no_loso:

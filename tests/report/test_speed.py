@@ -14,7 +14,7 @@ from fitprobe.estimator.memory import estimate
 from fitprobe.estimator.quant import weight_bytes
 from fitprobe.estimator.settings import RunSettings
 from fitprobe.i18n import say
-from fitprobe.estimator.speed import DEFAULT_CPU_GHZ, backend_key, estimate_speed, matmul_params
+from fitprobe.estimator.speed import DEFAULT_CPU_GHZ, backend_key, estimate_speed, matmul_params, quant_family
 
 CAL = load_calibration()
 
@@ -243,8 +243,6 @@ def test_apple_max_chips_get_prefill_and_ttft():
 
 
 def test_quant_family_and_unknown_backend():
-    from fitprobe.estimator.speed import quant_family
-
     assert [quant_family(q) for q in ("BF16", "Q8_0", "Q4_0", "Q4_K_M", "UD-Q4_K_XL", "IQ2_XXS", "MXFP4", "AWQ")] == \
         ["f16", "q8_0", "legacy", "k", "k", "iq", "mxfp4", "int4"]
     spec, w, st, hw, mem, _ = _run("qwen3-0.6b", "RTX 4090", context=2048)
@@ -258,8 +256,6 @@ def test_a_format_family_one_publication_measured_keeps_the_k_quants_rates():
     """φ and ψ apply to every model in a format on every engine: one publication's runs cannot tell the format from
     the rest of their setup (tt-inference-server's DeepSeek-R1 AWQ over 8 H100s, once the only int4 decode runs,
     took φ to its 0.4 floor; the i-quants' prefill is one V100 table's)."""
-    from fitprobe.estimator.speed import quant_family
-
     cal, runs = load_calibration(), load_points()
     sources: dict[str, set[str]] = {}
     for p in runs.points:
@@ -278,7 +274,7 @@ def test_vllm_reads_4bit_awq_weights_faster_than_bf16_ones():
     runs = {}
     for quant in ("BF16", "AWQ"):
         *_, speed = _run("llama-3.1-8b-instruct", "RTX 4090", quant=quant, engine="vllm", context=2048,
-                              kv_cache_dtype="auto")
+                          kv_cache_dtype="auto")
         runs[quant] = speed.decode_tps
     assert runs["AWQ"] >= 1.6 * runs["BF16"]
 
