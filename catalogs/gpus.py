@@ -86,7 +86,8 @@ class GpuEntry:
         driver_total = self.cuda_total_mib * (1 << 20) if self.cuda_total_mib and not memory_bytes and n == 1 else None
         return Device(name=name, kind=kind, memory_bytes=memory, driver_total_bytes=driver_total, usable_cap_bytes=cap,
                       bandwidth_gbs=self.bandwidth_gbs / n if self.bandwidth_gbs else None,
-                      fp16_tflops=self.fp16_tflops / n if self.fp16_tflops else None, fp8=bool(self.fp8),
+                      fp16_tflops=self.fp16_tflops / n if self.fp16_tflops else None,
+                      int8_tops=self.int8_tops / n if self.int8_tops else None, fp8=bool(self.fp8),
                       fp4=bool(self.fp4), unified_memory=self.unified_memory, nvlink=self.nvlink,
                       tdp_w=self.tdp_w / n if self.tdp_w else None,
                       price_usd=self.price_usd / n if self.price_usd else None, catalog_key=self.key,

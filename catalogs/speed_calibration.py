@@ -100,6 +100,23 @@ class ChipCompute:
     source: str
 
 
+# GeForce cards run FP16 matmuls with FP32 accumulation, the catalog's fp16_tflops, at a quarter of their INT8
+# tensor rate; data-centre and workstation parts at half of it (RTX 4090 165.2 / 660.6; A40 149.7 / 299.3, NVIDIA
+# datasheets).
+GEFORCE_INT8_PER_FP16 = 4
+
+
+def tensor_rate(device: Device, backend: str) -> float:
+    """The compute figure prefill is priced on: the catalog's FP16 (FP32-accumulate) TFLOPS, except on llama.cpp's
+    CUDA backend, whose quantized matmuls run on the INT8 tensor cores (MMQ on Turing and newer, mmq.cu
+    ggml_cuda_should_use_mmq) and whose F16 ones accumulate in FP16 (CUBLAS_COMPUTE_16F, ggml-cuda.cu): both at half
+    the INT8 rate on every tensor-core card. In the GeForce cards' units (INT8 / 4) their figure is unchanged and a
+    data-centre or workstation card's is halved."""
+    if backend == "llama.cpp/cuda" and device.int8_tops:
+        return device.int8_tops / GEFORCE_INT8_PER_FP16
+    return device.fp16_tflops
+
+
 @record
 class SpeedCalibration:
     schema: int
@@ -177,7 +194,7 @@ class SpeedCalibration:
         own = f.compute if f else 1.0
         if device.fp16_tflops:
             soc = device.unified_memory and device.kind != "apple"
-            return device.fp16_tflops * (self.soc_compute if soc else 1.0) * own
+            return tensor_rate(device, backend) * (self.soc_compute if soc else 1.0) * own
         if device.kind == "apple":
             chip = apple_chip(device)
             for c in self.apple_compute:

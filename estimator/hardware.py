@@ -29,6 +29,8 @@ class Device:
     )
     bandwidth_gbs: float | None = doc(default=None, gt=0)
     fp16_tflops: float | None = doc(default=None, gt=0)
+    int8_tops: float | None = doc(default=None, gt=0, description="dense INT8 tensor rate (the rate llama.cpp's "
+                                                                   "quantized CUDA matmuls run at)")
     fp8: bool = False
     fp4: bool = False
     unified_memory: bool = False

@@ -27,6 +27,7 @@ def _device(g: GpuReading, entry: dict[str, Any] | None, report: ProbeReport) ->
     per_board = entry.get("devices_per_board") or 1  # one chip of a dual-chip board: its share
     bandwidth = entry["bandwidth_gbs"] / per_board if entry.get("bandwidth_gbs") else g.derived_bandwidth_gbs
     tflops = entry["fp16_tflops"] / per_board if entry.get("fp16_tflops") else None
+    int8 = entry["int8_tops"] / per_board if entry.get("int8_tops") else None
     if g.mig_mode and g.mig_instances:
         inst = g.mig_instances[0]
         if not inst.memory_total_bytes:
@@ -37,6 +38,7 @@ def _device(g: GpuReading, entry: dict[str, Any] | None, report: ProbeReport) ->
         # guide); bandwidth and compute scale roughly with its share of memory (approximation).
         bandwidth = bandwidth * share if bandwidth and share else None
         tflops = tflops * share if tflops and share else None
+        int8 = int8 * share if int8 and share else None
         name = f"{g.name} MIG {inst.profile}" if inst.profile else f"{g.name} MIG {inst.index}"
         total, free = inst.memory_total_bytes, inst.memory_free_bytes
         if len(g.mig_instances) > 1:
@@ -61,6 +63,7 @@ def _device(g: GpuReading, entry: dict[str, Any] | None, report: ProbeReport) ->
         usable_cap_bytes=min(cap, total) if cap else None,
         bandwidth_gbs=float(bandwidth) if bandwidth else None,
         fp16_tflops=float(tflops) if tflops else None,
+        int8_tops=float(int8) if int8 else None,
         fp8=bool(entry.get("fp8", False)),
         fp4=bool(entry.get("fp4", False)),
         unified_memory=g.unified_memory or bool(entry.get("unified_memory", False)),
