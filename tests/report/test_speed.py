@@ -123,6 +123,7 @@ def test_llama_cpp_cuda_prefill_is_priced_on_the_int8_tensor_rate():
     assert CAL.device_tflops(rtx4090, "llama.cpp/cuda") == pytest.approx(rtx4090.fp16_tflops, rel=1e-3)  # GeForce: as before
     assert prefill("A100 SXM4 80GB", "vllm") > 1.5 * prefill("RTX 4090", "vllm")
 
+
 def test_moe_reads_only_active_experts_and_batch_touches_more():
     *_, s1 = _run("qwen3-30b-a3b", "H100 SXM", quant="Q4_K_M", context=4096)
     spec, w, *_ = _run("qwen3-30b-a3b", "H100 SXM", quant="Q4_K_M", context=4096)
