@@ -120,7 +120,8 @@ def test_llama_cpp_cuda_prefill_is_priced_on_the_int8_tensor_rate():
     a100, rtx4090 = find_gpu("A100 SXM4 80GB").device(), find_gpu("RTX 4090").device()
     ratio = prefill("A100 SXM4 80GB", "llama.cpp") / prefill("RTX 4090", "llama.cpp")
     assert ratio == pytest.approx(a100.int8_tops / rtx4090.int8_tops, rel=0.15)  # was ~1.9
-    assert CAL.device_tflops(rtx4090, "llama.cpp/cuda") == pytest.approx(rtx4090.fp16_tflops, rel=1e-3)  # GeForce: as before
+    # a GeForce card's figure is as before
+    assert CAL.device_tflops(rtx4090, "llama.cpp/cuda") == pytest.approx(rtx4090.fp16_tflops, rel=1e-3)
     assert prefill("A100 SXM4 80GB", "vllm") > 1.5 * prefill("RTX 4090", "vllm")
 
 
