@@ -10,6 +10,7 @@ context relative to the matmuls'), batched-decode MFU and
 the layer-split pipeline share ρ; on CUDA the t_fixed of runs without CUDA graphs (the run's build and GPU
 say which) and that of graph builds from before 2026 (a plan pays the recent builds'); per backend the prefill MFU
 of builds before 2026 relative to the recent ones' (one for llama.cpp's Vulkan backends; a plan pays the recent
+one); per backend the decode bandwidth share a build gave up per year of its age (a plan pays the newest runs'
 one); one factor for recurrent / gated-delta-net models. It is hierarchical: the backend constants are first fitted on the points
 of every GPU backend together (the prior), then each backend's on its own points
 plus PRIOR_WEIGHT × its log distance from the prior, so a backend that one or two sources measure stays near
@@ -52,7 +53,8 @@ BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "moe_ms": (0.0, 6.0
           "decode_compute": (0.01, 1.0), "batch_compute": (0.03, 1.2), "q_bandwidth": (0.4, 1.6), "q_compute": (0.2, 3.0),
           "cpu_bandwidth": (0.2, 0.95), "soc_compute": (0.1, 1.0), "gbs_per_ghz": (0.3, 12.0), "gflops_per_ghz": (0.5, 100.0),
           "half_tokens": (0.0, 256.0), "expert_compute": (0.1, 1.5), "attention_compute": (0.1, 1.5),
-          "recurrent_factor": (0.2, 1.0), "chip_bandwidth": (0.25, 2.0), "chip_compute": (0.1, 3.0), "earlier_compute": (0.3, 2.0)}
+          "recurrent_factor": (0.2, 1.0), "chip_bandwidth": (0.25, 2.0), "chip_compute": (0.1, 3.0), "earlier_compute": (0.3, 2.0),
+          "bandwidth_drift": (-0.3, 0.5)}
 
 
 # FORMULAS §4.1 [estimate]: t_fixed ≈ 0.3–1 ms on CUDA with graphs, 2–3 ms on Metal. llama.cpp's CUDA
@@ -77,6 +79,21 @@ PRIOR_WEIGHT = 0.3
 # (earlier_fixed_ms), so they still calibrate η and the rest. Held out, a boundary at the first fusions (2025-08)
 # did worse than this one (decode 11.7/32.9 % against 10.7/29.2 %, median/p90) and than none (11.1/30.9 %).
 RECENT_SINCE = "2026-01"
+# Decode kernels kept gaining build after build on every backend (HIP: RDNA4's own MMVQ table, PR 19478, Feb 2026,
+# +10 % tg128 on an R9700), and the sources show it as a slope, not a step: on HIP the runs of May-Oct 2025 builds
+# decode 8-20 % below the fit, those of 2026 builds 4-11 % above it. Each backend's decode bandwidth share falls by
+# a fitted `bandwidth_drift` per year of build age before the newest runs' month, which is what a plan is priced at.
+# Held out, a step at RECENT_SINCE instead (Metal x0.92, HIP x0.89, Vulkan x0.94) gave decode 9.2/24.0 %.
+DRIFT_ANCHOR = "2026-09"
+
+
+def build_age(date: str | None) -> float:
+    """Years between a run's build and DRIFT_ANCHOR (0 for later or undated runs: 2025+ PR builds)."""
+    if date is None:
+        return 0.0
+    y, m = map(int, date.split("-"))
+    ay, am = map(int, DRIFT_ANCHOR.split("-"))
+    return max(0.0, (ay - y) + (am - m) / 12)
 
 
 def ran_recent_build(p: Point, key: str, graphs: bool) -> bool:
@@ -112,6 +129,7 @@ class Case:
         self.graphs = self.key != "llama.cpp/cuda" or ran_cuda_graphs(p, hw.devices)
         self.recent = ran_recent_build(p, self.key, self.graphs)
         self.earlier = p.date is not None and p.date < RECENT_SINCE
+        self.age = build_age(p.date)
         self.chip = chip_key(ref) if ref else None
         if ref and ref.unified_memory:
             self.ram_bw = ref.bandwidth_gbs
@@ -140,6 +158,9 @@ class Case:
         tf = [cal.device_tflops(d, self.key) for d in self.devices]
         bw = [cal.device_bandwidth(d, self.key) for d in self.devices]
         if self.p.kind == "decode":
+            g = cal.bandwidth_drift.get(era_group(self.key))
+            if g and self.age:
+                bw = [b * exp(-g * self.age) for b in bw]
             tflops = (sum(tf) if self.terms.parallel else min(tf)) if self.devices and all(tf) else None
             if not self.devices and self.threads:
                 tflops = self.threads * cal.cpu.thread_gflops(self.ghz, self.arch) / 1e3
@@ -365,6 +386,27 @@ def _fit_eras(cases: list[Case], cal: SpeedCalibration) -> None:
         _descend(get, put, lambda g=g, w=weight: _score(g, cal) + w * abs(log(get())), *BOUNDS["earlier_compute"])
 
 
+def _fit_drift(cases: list[Case], cal: SpeedCalibration) -> None:
+    """Each backend's decode bandwidth share lost per year of build age (one for llama.cpp's Vulkan backends), drawn
+    towards 0 as a chip's share is towards 1 (PRIOR_WEIGHT × points per source × |drift · 1 year|)."""
+    groups: dict[str, list[Case]] = {}
+    for c in cases:
+        if c.p.kind == "decode" and c.devices:
+            groups.setdefault(era_group(c.key), []).append(c)
+    for group, g in sorted(groups.items()):
+        if not any(c.age for c in g):
+            continue
+        weight = _pull(g)
+
+        def get(group=group):
+            return cal.bandwidth_drift.get(group, 0.0)
+
+        def put(v, group=group):
+            cal.bandwidth_drift[group] = v
+        _descend_linear(get, put, lambda g=g, w=weight: _score(g, cal) + w * abs(get()), *BOUNDS["bandwidth_drift"],
+                        steps=32)
+
+
 def era_group(key: str) -> str:
     """The backends whose code changed together: llama.cpp's Vulkan ones share their shaders."""
     return "llama.cpp/vulkan" if key.startswith("llama.cpp/vulkan") else key
@@ -376,6 +418,7 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
     cal.device_factors = []
     cal.earlier_fixed_ms = {}
     cal.earlier_compute = {}
+    cal.bandwidth_drift = {}
     groups: dict[str, list[Case]] = {}
     for c in cases:
         groups.setdefault(c.key, []).append(c)
@@ -425,6 +468,7 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
                 _descend(get, put, lambda pf=pre_fc, w=w, get=get: _score(pf, cal) + w * abs(log(get())),
                          *BOUNDS["q_compute"])
         _fit_eras(gpu_cases, cal)
+        _fit_drift(gpu_cases, cal)
         _fit_chips(gpu_cases, cal)
         rec = [c for c in gpu_cases if c.recurrent]
         if rec:
@@ -490,6 +534,7 @@ def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
                           for k, v in cal.quant_families.items()}
     cal.earlier_fixed_ms = {k: r(v) for k, v in cal.earlier_fixed_ms.items()}
     cal.earlier_compute = {k: r(v) for k, v in cal.earlier_compute.items()}
+    cal.bandwidth_drift = {k: r(v) for k, v in cal.bandwidth_drift.items()}
     cal.soc_compute = r(cal.soc_compute)
     cal.device_factors = [replace(f, bandwidth=r(f.bandwidth), compute=r(f.compute)) for f in cal.device_factors]
     cal.recurrent_factor = r(cal.recurrent_factor)
@@ -572,6 +617,7 @@ def _write(cal: SpeedCalibration, held_out: dict[str, dict[str, HeldOutError]] |
     raw["recurrent_factor"] = cal.recurrent_factor
     raw["earlier_fixed_ms"] = dict(sorted(cal.earlier_fixed_ms.items()))
     raw["earlier_compute"] = dict(sorted(cal.earlier_compute.items()))
+    raw["bandwidth_drift"] = dict(sorted(cal.bandwidth_drift.items()))
     if held_out is not None:
         raw["held_out"] = {k: {kind: asdict(e) for kind, e in v.items()} for k, v in held_out.items()}
     PATH.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
@@ -624,6 +670,8 @@ def main(argv=None) -> int:
     print(f"cpu: η {c.bandwidth:.3f}; per thread per GHz: x86 {c.gbs_per_ghz:.2f} GB/s, {c.gflops_per_ghz:.1f} GFLOPS; "
           f"arm64 {c.thread_gbs(1, 'arm64'):.2f} GB/s, {c.thread_gflops(1, 'arm64'):.1f} GFLOPS; "
           f"apple {c.thread_gbs(1, 'apple'):.2f} GB/s, {c.thread_gflops(1, 'apple'):.1f} GFLOPS")
+    for k, v in sorted(cal.bandwidth_drift.items()):
+        print(f"decode bandwidth drift {k:<20} {v:+.3f} per year before {DRIFT_ANCHOR}")
     print(f"SoC GPU (DGX Spark, Strix Halo) prefill MFU factor {cal.soc_compute:.3f}")
     print(f"recurrent / gated-delta-net models on llama.cpp: {cal.recurrent_factor:.3f}x")
     for f in sorted(cal.device_factors, key=lambda f: (f.backend, f.chip)):
