@@ -130,6 +130,7 @@ class Case:
         self.recent = ran_recent_build(p, self.key, self.graphs)
         self.earlier = p.date is not None and p.date < RECENT_SINCE
         self.age = build_age(p.date)
+        self.era = era_group(self.key)
         self.chip = chip_key(ref) if ref else None
         if ref and ref.unified_memory:
             self.ram_bw = ref.bandwidth_gbs
@@ -158,7 +159,7 @@ class Case:
         tf = [cal.device_tflops(d, self.key) for d in self.devices]
         bw = [cal.device_bandwidth(d, self.key) for d in self.devices]
         if self.p.kind == "decode":
-            g = cal.bandwidth_drift.get(era_group(self.key))
+            g = cal.bandwidth_drift.get(self.era)
             if g and self.age:
                 bw = [b * exp(-g * self.age) for b in bw]
             tflops = (sum(tf) if self.terms.parallel else min(tf)) if self.devices and all(tf) else None
@@ -373,7 +374,7 @@ def _fit_eras(cases: list[Case], cal: SpeedCalibration) -> None:
     groups: dict[str, list[Case]] = {}
     for c in cases:
         if c.earlier and c.p.kind == "prefill" and c.rated:
-            groups.setdefault(era_group(c.key), []).append(c)
+            groups.setdefault(c.era, []).append(c)
     for group, g in sorted(groups.items()):
         keys = sorted({c.key for c in g})
         weight = _pull(g)
@@ -392,7 +393,7 @@ def _fit_drift(cases: list[Case], cal: SpeedCalibration) -> None:
     groups: dict[str, list[Case]] = {}
     for c in cases:
         if c.p.kind == "decode" and c.devices:
-            groups.setdefault(era_group(c.key), []).append(c)
+            groups.setdefault(c.era, []).append(c)
     for group, g in sorted(groups.items()):
         if not any(c.age for c in g):
             continue
