@@ -40,24 +40,31 @@ def find_bin_dir() -> Path | None:
     return cached if all((cached / t).is_file() for t in TOOLS) else None
 
 
-def run(cmd: list[str], *, timeout_s: float, done=None) -> tuple[str, str]:
+def run(cmd: list[str], *, timeout_s: float, done=None, attempts: int = 3) -> tuple[str, str]:
     """(stdout, stderr) of a successful run; ToolError naming the tool and its last error line otherwise.
-    `done(stdout, stderr)` says the tool printed everything asked for, so an abort after that still counts."""
+    `done(stdout, stderr)` says the tool printed everything asked for, so an abort after that still counts
+    and a clean exit short of it is run again, `attempts` times in all: llama.cpp's tools log through
+    common/log.cpp's worker thread, which nothing joins at exit (common_log_main leaks the logger on
+    purpose), so on a busy machine a run's last log lines can be lost."""
     tool = Path(cmd[0]).name
     if not (shutil.which(cmd[0]) or os.access(cmd[0], os.X_OK)):
         raise ToolError(f"{tool} is not an executable: {cmd[0]}")
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise ToolError(f"{tool} did not finish in {timeout_s:g} s") from None
-    except OSError as exc:
-        raise ToolError(f"cannot run {tool}: {exc.strerror or exc}") from None
-    if proc.returncode != 0 and not (done and done(proc.stdout, proc.stderr)):
-        lines = [x for x in proc.stderr.splitlines() if x.strip()] or ["no output"]
-        last = next((x for x in reversed(lines) if "error" in x.lower() or "exception" in x.lower()), lines[-1])
-        raise ToolError(f"{tool} exited {proc.returncode}: {last.strip()}")
-    return proc.stdout, proc.stderr
+    for _ in range(attempts):
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise ToolError(f"{tool} did not finish in {timeout_s:g} s") from None
+        except OSError as exc:
+            raise ToolError(f"cannot run {tool}: {exc.strerror or exc}") from None
+        complete = done is None or done(proc.stdout, proc.stderr)
+        if proc.returncode != 0 and not complete:
+            lines = [x for x in proc.stderr.splitlines() if x.strip()] or ["no output"]
+            last = next((x for x in reversed(lines) if "error" in x.lower() or "exception" in x.lower()), lines[-1])
+            raise ToolError(f"{tool} exited {proc.returncode}: {last.strip()}")
+        if complete:
+            return proc.stdout, proc.stderr
+    raise ToolError(f"{tool} exited 0 without printing what was asked, {attempts} times")
 
 
 class QuantizedTensor(NamedTuple):
@@ -170,8 +177,10 @@ def summary_printed(stdout: str, stderr: str) -> bool:
     return re.search(r"^Host \d+ \d+ \d+", stdout, re.M) is not None
 
 
-def kv_printed(stdout: str, stderr: str) -> bool:
-    return "llama_kv_cache: size" in stderr or "llama_kv_cache: size" in stdout
+def memory_printed(stdout: str, stderr: str) -> bool:
+    """The dry-run context's KV and recurrent-state lines were all printed: llama_context logs
+    `enumerating backends` right after creating its memory (src/llama-context.cpp)."""
+    return "llama_context: enumerating backends" in stderr or "llama_context: enumerating backends" in stdout
 
 
 def fit_print(fit_params: str, gguf: str | os.PathLike, args: list[str], *, timeout_s: float = 120,
@@ -179,6 +188,7 @@ def fit_print(fit_params: str, gguf: str | os.PathLike, args: list[str], *, time
     """llama.cpp's own projection for `args` (no weights loaded, nothing allocated): the per-device
     summary and, with -v, the KV / recurrent / buffer lines of the dry-run context. b11434 can abort
     after printing what was asked (a full ggml hash set in graph_reserve: Phi-3 at -c 3000 -np 3 -ctk
-    q8_0), so `done` decides whether the output is complete."""
+    q8_0) and its -v lines can be cut short at exit, so `done` decides whether the output is complete
+    (memory_printed for the KV lines)."""
     out, err = run([fit_params, "-m", str(gguf), "--fit-print", "on", "-v", *args], timeout_s=timeout_s, done=done)
     return parse_fit_print(out), parse_memory(out + "\n" + err)
