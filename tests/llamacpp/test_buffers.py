@@ -71,7 +71,7 @@ def test_weights_split_between_host_and_device(model, ngl, llama_bin, tmp_path, 
     write_sparse_gguf(inp.spec, path, tensor_types(inp.spec, inp.fmt))
     st = replace(inp.settings, engine="llama.cpp", gpu_layers=ngl)
     mem = estimate(inp.spec, inp.fmt, table, st, inp.hw)
-    with rpc_server(llama_bin, ["ggml-rpc-server -H 0.0.0.0 -p 50052"]) as rpc:
+    with rpc_server(llama_bin, ["ggml-rpc-server -H 0.0.0.0 -p 50052"], tmp_path / "rpc-server.log") as rpc:
         devices, _ = fit_print(str(llama_bin / "llama-fit-params"), path,
                                host_args(st, ngl) + ["--rpc", rpc, "--no-repack"])
     rpc_dev = [d for d in devices if d.device != "Host"]

@@ -29,6 +29,9 @@ from fitprobe.verify import fit_params_command
 from planhelpers import make_input
 
 HEALTH_DEADLINE_S = 90
+# --rpc ships the offloaded blocks' bytes to the rpc-server over loopback (the 405B's two-block file: ~45 s on an
+# idle 2-core machine, past 90 s on a busy one)
+RPC_HEALTH_DEADLINE_S = 300
 
 # (model, GPU, count, quant, context, sequences, KV type, the flag the plan must show)
 PLANS = [
@@ -54,8 +57,10 @@ def two_block_gguf(inp, fmt, path) -> None:
 
 
 @contextmanager
-def process(cmd: list[str]):
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+def process(cmd: list[str], log):
+    """A llama.cpp tool writing to the file `log`: a pipe nobody reads while waiting would stall it once full."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
     try:
         yield proc
     finally:
@@ -67,12 +72,11 @@ def process(cmd: list[str]):
             proc.wait(timeout=15)
 
 
-def wait_healthy(proc, port: int) -> None:
-    deadline = time.monotonic() + HEALTH_DEADLINE_S
+def wait_healthy(proc, port: int, log, deadline_s: float) -> None:
+    deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            out = proc.stdout.read() if proc.stdout else ""
-            pytest.fail(f"llama-server exited {proc.returncode}: {out.strip().splitlines()[-3:]}")
+            pytest.fail(f"llama-server exited {proc.returncode}: {log.read_text().strip().splitlines()[-3:]}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
                 if r.status == 200:
@@ -80,7 +84,7 @@ def wait_healthy(proc, port: int) -> None:
         except OSError:
             pass
         time.sleep(0.3)
-    pytest.fail(f"llama-server did not answer /health in {HEALTH_DEADLINE_S} s")
+    pytest.fail(f"llama-server did not answer /health in {deadline_s} s")
 
 
 def substitute(argv: list[str], model: str, rpc: str | None) -> list[str]:
@@ -111,15 +115,16 @@ def test_printed_command_starts_llama_server(model, gpu, count, quant, ctx, seqs
     gguf = tmp_path / "model.gguf"
     two_block_gguf(inp, inp.fmt if inp.fmt.kind == "gguf" else inp.fmt, gguf)
     port = free_port()
-    with rpc_server(llama_bin, plan.setup) as rpc:
+    log = tmp_path / "llama-server.log"
+    with rpc_server(llama_bin, plan.setup, tmp_path / "rpc-server.log") as rpc:
         cmd = [str(llama_bin / "llama-server"), *substitute(argv[1:], str(gguf), rpc),
                "--host", "127.0.0.1", "--port", str(port)]
-        with process(cmd) as server:
-            wait_healthy(server, port)
+        with process(cmd, log) as server:
+            wait_healthy(server, port, log, RPC_HEALTH_DEADLINE_S if rpc else HEALTH_DEADLINE_S)
 
 
 @contextmanager
-def rpc_server(llama_bin, setup: list[str]):
+def rpc_server(llama_bin, setup: list[str], log):
     """The printed setup command (`ggml-rpc-server -H 0.0.0.0 -p 50052`), on loopback and a free port."""
     lines = [shlex.split(line, comments=True) for line in setup if "rpc-server" in line]
     if not lines:
@@ -128,7 +133,7 @@ def rpc_server(llama_bin, setup: list[str]):
     argv, port = lines[0], free_port()
     assert (llama_bin / argv[0]).is_file(), f"the printed setup runs {argv[0]}, which the pinned build does not have"
     argv = [str(llama_bin / argv[0])] + [{"0.0.0.0": "127.0.0.1", "50052": str(port)}.get(a, a) for a in argv[1:]]
-    with process(argv) as proc:
+    with process(argv, log) as proc:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with socket.socket() as s:
