@@ -73,6 +73,9 @@ class DeviceRate:
     backend: str
     tflops: float
     from_points: list[str]
+    earlier: bool = doc(default=False, description="measured on runs of builds before 2026, where the device also "
+                                                   "has later ones: calibration prices those runs with it, a plan "
+                                                   "the later rate")
 
 
 @record
@@ -207,7 +210,7 @@ class SpeedCalibration:
                     return c.tflops * own
         eff = self.efficiency(backend)
         for rate in self.device_rates:
-            if rate.gpu == device.catalog_key and rate.backend == backend:
+            if rate.gpu == device.catalog_key and rate.backend == backend and not rate.earlier:
                 return rate.tflops / eff.compute
         return None
 

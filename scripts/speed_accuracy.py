@@ -173,7 +173,11 @@ class Case:
             return self.p.tokens / cpu_prefill_seconds(self.terms, cal.cpu, self.threads, self.ghz, self.arch)
         if not all(tf):
             return None
-        if self.earlier and self.key in cal.earlier_compute:
+        own = next((r.tflops for r in cal.device_rates if r.earlier and r.gpu == self.p.gpu and r.backend == self.key),
+                   None) if self.earlier and not self.rated else None
+        if own is not None:  # measured on its builds' era: their MFU is in it
+            tf = [own / eff.compute] * len(self.devices)
+        elif self.earlier and self.key in cal.earlier_compute:
             eff = replace(eff, compute=eff.compute * cal.earlier_compute[self.key])
         return self.p.tokens / prefill_seconds(self.terms, self.devices, tf, eff, q, arch_factor=arch,
                                                device_bandwidth=bw)
@@ -189,15 +193,19 @@ def _score(cases, cal) -> float:
 
 
 def device_rates(cases: list[Case], cal: SpeedCalibration) -> list[DeviceRate]:
-    """Effective TFLOPS = prefill FLOPs / measured time, median per device, where no figure exists."""
-    by: dict[tuple[str, str], list[tuple[float, str]]] = {}
+    """Effective TFLOPS = prefill FLOPs / measured time, median per device, where no figure exists. A device with
+    runs on both sides of RECENT_SINCE gets a rate per side (the R9700's HIP runs of Dec 2025 prefill at half the
+    FLOPs/s of 2026's): a plan pays the recent one, as it pays the recent builds' MFU on a rated card."""
+    by: dict[tuple[str, str, bool], list[tuple[float, str]]] = {}
     for c in cases:
         if c.p.kind != "prefill" or not c.devices or c.rated:
             continue
         rate = sum(c.terms.chunk_flops) * c.p.tps / c.p.tokens / 1e12 / len(c.devices)
-        by.setdefault((c.p.gpu, c.key), []).append((rate, c.p.id))
+        by.setdefault((c.p.gpu, c.key, c.earlier), []).append((rate, c.p.id))
+    split = {(g, b) for g, b, earlier in by if earlier and (g, b, False) in by}
     return [DeviceRate(gpu=g, backend=b, tflops=round(statistics.median(r for r, _ in v), 3),
-                       from_points=[i for _, i in v]) for (g, b), v in sorted(by.items())]
+                       from_points=[i for _, i in v], earlier=earlier and (g, b) in split)
+            for (g, b, earlier), v in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1], not kv[0][2]))]
 
 
 def _descend(get, put, score, lo, hi, rounds=3, steps=13) -> None:
@@ -679,7 +687,8 @@ def main(argv=None) -> int:
         print(f"chip {f.chip:<24} {f.backend:<22} bandwidth ×{f.bandwidth:.3f}  compute ×{f.compute:.3f}  "
               f"({f.points} points, {f.sources} sources)")
     for r in cal.device_rates:
-        print(f"{r.gpu:<26} measured {r.tflops:.2f} effective TFLOPS ({r.backend}, {len(r.from_points)} points)")
+        print(f"{r.gpu:<26} measured {r.tflops:.2f} effective TFLOPS ({r.backend}, {len(r.from_points)} points"
+              + (f", builds before {RECENT_SINCE})" if r.earlier else ")"))
     print()
     print(f"points {len(cases)} from {_publications(cases)} sources")
     for kind in ("decode", "prefill"):

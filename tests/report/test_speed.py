@@ -315,7 +315,7 @@ def test_calibration_points_have_sources_and_accuracy_target():
         if est is None:
             continue  # no compute figure for the device until a refit measures one (the script counts these apart)
         errors[p.kind].append(abs(est / p.tps - 1))
-    # in-sample medians of the bundled fit on 498 points / 102 sources as a plan computes them: 6.4 % and 8.2 %
+    # in-sample medians of the bundled fit on 498 points / 102 sources as a plan computes them: 6.2 % and 8.8 %
     # (scripts/speed_accuracy.py prints 4.0 % for decode: it prices CUDA graph builds from before 2026 at their own
     # t_fixed and older builds' decode at their drifted bandwidth share, a plan at the newest builds'); a refit
     # that fits its own points worse than 8 % / 15 % fails here
@@ -498,6 +498,23 @@ def test_older_builds_decode_at_a_drifting_share_which_a_plan_does_not_pay():
     plain = estimate_speed(spec, w, st, hw, mem, calibration=CAL)
     without = estimate_speed(spec, w, st, hw, mem, calibration=replace(CAL, bandwidth_drift={}))
     assert plain.decode_tps == without.decode_tps and plain.prefill_tps == without.prefill_tps
+
+
+def test_a_rate_measured_on_older_builds_prices_only_their_runs():
+    """A card without a TFLOPS figure whose runs span 2026 gets a measured rate per side (the R9700's HIP runs of Dec
+    2025 prefill at about half the FLOPs/s of 2026's); a plan prefills at the recent builds' rate."""
+    rates = [r for r in CAL.device_rates if r.gpu == "radeon-ai-pro-r9700" and r.backend == "llama.cpp/hip"]
+    older = next(r for r in rates if r.earlier)
+    recent = next(r for r in rates if not r.earlier)
+    assert older.tflops < recent.tflops and not set(older.from_points) & set(recent.from_points)
+    spec, w, st, hw, mem, s = _run("llama-3.1-8b-instruct", "Radeon AI PRO R9700", quant="Q4_K_M", context=4096)
+    assert s.backend == "llama.cpp/hip" and s.prefill_tps
+
+    def prefill(rates):
+        return estimate_speed(spec, w, st, hw, mem, calibration=replace(CAL, device_rates=rates)).prefill_tps
+    assert prefill([r for r in CAL.device_rates if not r.earlier]) == s.prefill_tps
+    assert prefill([replace(older, earlier=False) if r == recent else r for r in CAL.device_rates if r != older]) \
+        < s.prefill_tps
 
 
 def test_a_speed_carries_its_backends_held_out_error():
