@@ -173,9 +173,11 @@ class Case:
             return self.p.tokens / cpu_prefill_seconds(self.terms, cal.cpu, self.threads, self.ghz, self.arch)
         if not all(tf):
             return None
-        own = next((r.tflops for r in cal.device_rates if r.earlier and r.gpu == self.p.gpu and r.backend == self.key),
-                   None) if self.earlier and not self.rated else None
-        if own is not None:  # measured on its builds' era: their MFU is in it
+        own = None  # a rate measured on the runs of its builds' era: their MFU is in it
+        if self.earlier and not self.rated:
+            own = next((r.tflops for r in cal.device_rates
+                        if r.earlier and r.gpu == self.p.gpu and r.backend == self.key), None)
+        if own is not None:
             tf = [own / eff.compute] * len(self.devices)
         elif self.earlier and self.key in cal.earlier_compute:
             eff = replace(eff, compute=eff.compute * cal.earlier_compute[self.key])
@@ -205,7 +207,7 @@ def device_rates(cases: list[Case], cal: SpeedCalibration) -> list[DeviceRate]:
     split = {(g, b) for g, b, earlier in by if earlier and (g, b, False) in by}
     return [DeviceRate(gpu=g, backend=b, tflops=round(statistics.median(r for r, _ in v), 3),
                        from_points=[i for _, i in v], earlier=earlier and (g, b) in split)
-            for (g, b, earlier), v in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1], not kv[0][2]))]
+            for (g, b, earlier), v in sorted(by.items())]
 
 
 def _descend(get, put, score, lo, hi, rounds=3, steps=13) -> None:
