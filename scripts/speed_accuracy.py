@@ -41,7 +41,7 @@ from math import exp, log
 from fitprobe.catalogs.speed_calibration import (PATH, DeviceFactor, DeviceRate, Point, SpeedCalibration, load_calibration,
                                                  load_points, point_inputs)
 from fitprobe.estimator.fields import asdict, replace
-from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, HeldOutError, QuantRates, backend_key,
+from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, cuda_pdl, Efficiency, HeldOutError, QuantRates, backend_key,
                                       chip_key, cpu_prefill_seconds, decode_parts, decode_terms, prefill_seconds,
                                       prefill_terms, quant_family)
 
@@ -54,7 +54,7 @@ BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "moe_ms": (0.0, 6.0
           "cpu_bandwidth": (0.2, 0.95), "soc_compute": (0.1, 1.0), "gbs_per_ghz": (0.3, 12.0), "gflops_per_ghz": (0.5, 100.0),
           "half_tokens": (0.0, 256.0), "expert_compute": (0.1, 1.5), "attention_compute": (0.1, 1.5),
           "recurrent_factor": (0.2, 1.0), "chip_bandwidth": (0.25, 2.0), "chip_compute": (0.1, 3.0), "earlier_compute": (0.3, 2.0),
-          "bandwidth_drift": (-0.3, 0.5)}
+          "bandwidth_drift": (-0.3, 0.5), "pdl_fixed": (0.2, 1.0)}
 
 
 # FORMULAS §4.1 [estimate]: t_fixed ≈ 0.3–1 ms on CUDA with graphs, 2–3 ms on Metal. llama.cpp's CUDA
@@ -85,6 +85,10 @@ RECENT_SINCE = "2026-01"
 # a fitted `bandwidth_drift` per year of build age before the newest runs' month, which is what a plan is priced at.
 # Held out, a step at RECENT_SINCE instead (Metal x0.92, HIP x0.89, Vulkan x0.94) gave decode 9.2/24.0 %.
 DRIFT_ANCHOR = "2026-09"
+# llama.cpp's programmatic dependent launch on Hopper and newer (PR 22522, still in review on 2026-05-20): the
+# calibration's runs on such GPUs are of March 2026 builds before it (PR 21086, DGX Spark's Nov 2025 page) and of
+# June 2026 builds on (PR 24216, PR 26767, issue 28196). The later ones fit the share of t_fixed PDL leaves.
+PDL_SINCE = "2026-06"
 
 
 def build_age(date: str | None) -> float:
@@ -128,6 +132,8 @@ class Case:
         self.recurrent = bool(spec.recurrent_layers) and p.engine == "llama.cpp"
         self.graphs = self.key != "llama.cpp/cuda" or ran_cuda_graphs(p, hw.devices)
         self.recent = ran_recent_build(p, self.key, self.graphs)
+        self.pdl = (self.key == "llama.cpp/cuda" and bool(self.devices) and all(map(cuda_pdl, self.devices))
+                    and (p.date is None or p.date >= PDL_SINCE))
         self.earlier = p.date is not None and p.date < RECENT_SINCE
         self.age = build_age(p.date)
         self.era = era_group(self.key)
@@ -167,7 +173,7 @@ class Case:
                 tflops = self.threads * cal.cpu.thread_gflops(self.ghz, self.arch) / 1e3
             parts = decode_parts(self.terms, self.devices, eff, q, cal.cpu, ram_bw_gbs=self.ram_bw,
                                  threads=self.threads, tflops=tflops, cpu_ghz=self.ghz, cpu_arch=self.arch, arch_factor=arch, device_tflops=tf,
-                                 device_bandwidth=bw, graphs=self.graphs)
+                                 device_bandwidth=bw, graphs=self.graphs, pdl=self.pdl)
             return self.p.batch * 1e3 / sum(parts.values())
         if not self.devices:
             return self.p.tokens / cpu_prefill_seconds(self.terms, cal.cpu, self.threads, self.ghz, self.arch)
@@ -265,6 +271,7 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
     one = [c for c in dec if c.p.batch == 1]
     moe = [c for c in one if any(c.terms.device_expert)]
     eager = [c for c in one if not c.graphs]
+    pdl = [c for c in one if c.pdl]
     pre = [c for c in g if c.p.kind == "prefill"]
     pre_moe = [c for c in pre if c.terms.expert_fraction]
     # α where the attention is a tenth of the prompt's FLOPs or more (a deep context, a long prompt)
@@ -291,6 +298,10 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
         get, put = param("decode_compute")
         _descend_linear(lambda: log(get()), lambda v: put(exp(v)), scorer(one), *map(log, BOUNDS["decode_compute"]),
                         steps=30)
+        if pdl and len(keys) == 1:
+            get, put = param("pdl_fixed")
+            put(get() or 1.0)
+            _descend_linear(get, put, scorer(pdl), *BOUNDS["pdl_fixed"], steps=40)
     if eager and len(keys) == 1:  # CUDA builds or GPUs without graphs: their own t_fixed, graphs' one from the rest
         get, put = param("eager_fixed_ms")
         put(get() if get() is not None else get_eff().fixed_ms)
@@ -525,8 +536,11 @@ def _recent_basis(key: str, g: list[Case], cal: SpeedCalibration) -> str:
     if key not in cal.earlier_fixed_ms:
         return ""
     recent = [c for c in g if c.p.kind == "decode" and c.p.batch == 1 and c.recent and c.graphs]
+    pdl = [c for c in recent if c.pdl]
     return (f"; t_fixed from the {len(recent)} batch-1 decode runs of builds since {RECENT_SINCE} "
-            f"({_publications(recent)} sources; earlier builds: {cal.earlier_fixed_ms[key]:.1f} ms)")
+            f"({_publications(recent)} sources; earlier builds: {cal.earlier_fixed_ms[key]:.1f} ms)"
+            + (f", ×{cal.backends[key].pdl_fixed:.2f} of it on Hopper and newer since {PDL_SINCE} ({len(pdl)} runs, "
+               f"{_publications(pdl)} sources)" if pdl and cal.backends[key].pdl_fixed is not None else ""))
 
 
 def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
@@ -536,7 +550,8 @@ def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
                                decode_compute=r(v.decode_compute),
                                pipeline=r(v.pipeline), half_tokens=r(v.half_tokens),
                                expert_compute=r(v.expert_compute), attention_compute=r(v.attention_compute),
-                               eager_fixed_ms=None if v.eager_fixed_ms is None else r(v.eager_fixed_ms))
+                               eager_fixed_ms=None if v.eager_fixed_ms is None else r(v.eager_fixed_ms),
+                               pdl_fixed=None if v.pdl_fixed is None else r(v.pdl_fixed))
                     for k, v in cal.backends.items()}
     cal.prior = replace(cal.prior, **{n: r(getattr(cal.prior, n)) for n in
                                       ("bandwidth", "compute", "batch_compute", "decode_compute", "fixed_ms", "moe_ms",
@@ -671,6 +686,7 @@ def main(argv=None) -> int:
         print(f"{k:<18} η {v.bandwidth:.3f}  t_fixed {v.fixed_ms:.2f} ms  t_moe {v.moe_ms:.2f} ms  "
               f"ε {v.decode_compute:.3f}  "
               + (f"eager t_fixed {v.eager_fixed_ms:.2f} ms  " if v.eager_fixed_ms is not None else "")
+              + (f"PDL t_fixed ×{v.pdl_fixed:.2f}  " if v.pdl_fixed is not None else "")
               + (f"before 2026 {cal.earlier_fixed_ms[k]:.2f} ms  " if k in cal.earlier_fixed_ms else "")
               + (f"MFU before {RECENT_SINCE} ×{cal.earlier_compute[k]:.2f}  " if k in cal.earlier_compute else "") +
               f"MFU {v.compute:.3f}  m½ {v.half_tokens:.0f}  κ {v.expert_compute:.2f}  α {v.attention_compute:.2f}  "
