@@ -41,9 +41,9 @@ from math import exp, log
 from fitprobe.catalogs.speed_calibration import (PATH, DeviceFactor, DeviceRate, Point, SpeedCalibration, load_calibration,
                                                  load_points, point_inputs)
 from fitprobe.estimator.fields import asdict, replace
-from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, cuda_pdl, Efficiency, HeldOutError, QuantRates, backend_key,
-                                      chip_key, cpu_prefill_seconds, decode_parts, decode_terms, prefill_seconds,
-                                      prefill_terms, quant_family)
+from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, HeldOutError, QuantRates, backend_key,
+                                      chip_key, cpu_prefill_seconds, cuda_pdl, decode_parts, decode_terms,
+                                      prefill_seconds, prefill_terms, quant_family)
 
 # Bounds keep the fit physical: η ≤ 0.95 of peak; t_fixed within FORMULAS §4.1's ranges (≤ 6 ms);
 # MFU ≤ 1.2 of the catalog's dense FP16 figure (AMD's dual-issue figures make > 1 impossible, NVIDIA

@@ -491,8 +491,10 @@ def test_hopper_and_newer_overlap_the_kernels_of_a_decode_step():
     spec, w, st, hw, mem, h100 = _run("llama-3.1-8b-instruct", "H100 SXM", quant="Q4_K_M", context=4096)
     dev = hw.devices[0]
     assert cuda_pdl(dev) and not cuda_pdl(replace(dev, compute_capability="8.9"))
-    assert not cuda_pdl(replace(dev, compute_capability=None)) and not cuda_pdl(replace(dev, compute_capability="gfx1201"))
-    as_ada = estimate_speed(spec, w, st, Hardware(devices=[replace(dev, compute_capability="8.9")]), mem, calibration=CAL)
+    assert not cuda_pdl(replace(dev, compute_capability=None))
+    assert not cuda_pdl(replace(dev, compute_capability="gfx1201"))
+    ada = Hardware(devices=[replace(dev, compute_capability="8.9")])
+    as_ada = estimate_speed(spec, w, st, ada, mem, calibration=CAL)
     assert h100.overhead_ms == pytest.approx(as_ada.overhead_ms * cuda.pdl_fixed)
     assert h100.gpu_ms == as_ada.gpu_ms and h100.decode_tps > as_ada.decode_tps
     vulkan = estimate_speed(spec, w, st, hw, mem, calibration=CAL, backend="vulkan")
