@@ -61,7 +61,8 @@ class Point:
     cpu_ghz: float | None = doc(default=None, gt=0, le=10, description="a CPU-only run's core clock: the CPU's "
                                                                      "maximum turbo (the cores that ran it)")
     cpu_note: str = doc(default="", description="where the clock comes from")
-    cpu_arch: Literal["x86_64", "arm64", "apple"] = doc(default="x86_64", description="a CPU-only run's core class")
+    cpu_arch: Literal["x86_64", "atom", "arm64", "apple"] = doc(default="x86_64",
+                                                                description="a CPU-only run's core class")
     date: str | None = doc(default=None, description="YYYY-MM of the run (its llama.cpp build); None: not stated")
     date_note: str = doc(default="", description="how a date the source does not print was inferred")
     source: str

@@ -51,9 +51,9 @@ class Hardware:
     ram_bandwidth_gbs: float | None = doc(default=None, gt=0)
     cpu_threads: int | None = doc(default=None, gt=0, description="CPU cores llama.cpp computes on (physical)")
     cpu_ghz: float | None = doc(default=None, gt=0, le=10, description="those cores' clock (maximum turbo), GHz")
-    cpu_arch: Literal["x86_64", "arm64", "apple"] | None = doc(
-        default=None, description="their core class: x86_64, arm64 (Neoverse, Cortex, Oryon) or apple (Apple "
-                                  "silicon's P-cores); None: x86_64")
+    cpu_arch: Literal["x86_64", "atom", "arm64", "apple"] | None = doc(
+        default=None, description="their core class: x86_64, atom (Intel's Atom-line cores: N100, Celeron N/J), arm64 "
+                                  "(Neoverse, Cortex, Oryon) or apple (Apple silicon's P-cores); None: x86_64")
     usable_fraction: float = doc(default=0.95, gt=0, le=1, description="share of physical memory treated as usable")
 
     @property

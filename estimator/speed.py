@@ -58,6 +58,12 @@ DEFAULT_RAM_BANDWIDTH_GBS = 89.6
 # core's sustained turbo is 3.4-4.5 GHz, a cloud vCPU's 2.4-3.5 GHz), said in a note. A core's decode and
 # prefill rates scale with its clock: llama.cpp's CPU dot products are compute-bound per thread.
 DEFAULT_CPU_GHZ = 3.5
+# Intel's Atom-line cores (Gracemont in the N100-N355 and Atom x7000, Tremont and Goldmont Plus in the Celeron and
+# Pentium N/J parts) execute vector instructions on 128-bit datapaths: the 256-bit AVX2 dot products llama.cpp's x86
+# kernels issue (ggml-cpu/arch/x86) run as two halves (AnandTech, "A Deep Dive into Intel's Alder Lake
+# Microarchitectures", the Gracemont page), so one such core moves half the bytes and FLOPs per clock of the x86
+# class it is priced from. Derived, not fitted: one published run (an N100) measures the class.
+ATOM_VECTOR_SHARE = 0.5
 # PCIe 4.0 x16: 16 GT/s × 16 lanes × 128/130 encoding / 8 = 31.5 GB/s per direction (PCI-SIG).
 PCIE4_X16_GBS = 31.5
 # All-reduce latency per call, midpoints of FORMULAS §4.5's ranges [estimate]:
@@ -157,6 +163,7 @@ class CpuRates:
     # maddubs, ggml-cpu/arch/arm with NEON sdot), and Apple's P-cores stream several times the bytes per clock
     # of a server ARM core in decode (M2/M4 Max vs Graviton3 at equal threads). A class without its own
     # figure takes the nearest one's: apple -> arm64 -> x86_64.
+    # An Atom-line core (atom) runs the x86 code on 128-bit vector datapaths: ATOM_VECTOR_SHARE of an x86 core's.
     def thread_gbs(self, ghz: float | None, arch: str | None = None) -> float:
         return self._rate("gbs_per_ghz", arch) * (ghz or DEFAULT_CPU_GHZ)
 
@@ -165,7 +172,8 @@ class CpuRates:
 
     def _rate(self, name: str, arch: str | None) -> float:
         chain = {"apple": ("apple_", "arm_", ""), "arm64": ("arm_", "")}.get(arch or "", ("",))
-        return next(v for v in (getattr(self, p + name) for p in chain) if v)
+        rate = next(v for v in (getattr(self, p + name) for p in chain) if v)
+        return rate * ATOM_VECTOR_SHARE if arch == "atom" else rate
 
 
 @record

@@ -7,6 +7,7 @@ slice a process gets (the one CUDA_VISIBLE_DEVICES names, else the first), sized
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fitprobe.estimator.hardware import Device, Hardware
@@ -106,12 +107,21 @@ def probe_hardware(report: ProbeReport, catalog: list[dict[str, Any]] | None = N
     )
 
 
+# Brand strings of Intel's x86 parts built only of Atom-line cores: "Intel(R) N100", "Intel(R) Core(TM) i3-N305",
+# "Intel(R) Atom(TM) x7425E", "Intel(R) Celeron(R) N5105", "Intel(R) Pentium(R) Silver J5005". A hybrid CPU's
+# E-cores are not counted here: llama.cpp computes on its P-cores (performance_cores).
+ATOM_ONLY_CPU = re.compile(r"Intel\(R\) (?:Core\(TM\) (?:i3-|\d )|Core \d )?N\d{2,3}\b|\bAtom\(TM\)"
+                           r"|\b(?:Celeron|Pentium)\(R\) (?:Silver )?[NJ]\d{4}\b")
+
+
 def core_class(cpu) -> str | None:
-    """The speed model's core class of a CPU reading: Apple silicon (its brand string, or an arm64 Mac), else
-    the instruction set."""
+    """The speed model's core class of a CPU reading: Apple silicon (its brand string, or an arm64 Mac), an Intel
+    part of Atom-line cores only (its brand string), else the instruction set."""
     arch = isa(cpu.arch)
     if arch == "arm64" and ((cpu.model or "").startswith("Apple") or cpu.source == "sysctl"):
         return "apple"
+    if arch == "x86_64" and ATOM_ONLY_CPU.search(cpu.model or ""):
+        return "atom"
     return arch
 
 

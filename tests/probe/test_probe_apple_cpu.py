@@ -147,6 +147,14 @@ def test_instruction_set_names_and_core_classes():
     epyc = parse_cpuinfo(fixture_text("proc-cpuinfo_sandbox-VM_AMD-EPYC_cpu0.txt"))
     epyc.arch = "x86_64"
     assert [core_class(c) for c in (mac, graviton, epyc)] == ["apple", "arm64", "x86_64"]
+    # parts built only of Intel's Atom-line cores, by brand string; a hybrid CPU computes on its P-cores
+    atoms = ("Intel(R) N100", "Intel(R) Core(TM) i3-N305", "Intel(R) Atom(TM) x7425E",
+             "Intel(R) Celeron(R) N5105 @ 2.00GHz", "Intel(R) Pentium(R) Silver J5005 CPU @ 1.50GHz")
+    cores = ("12th Gen Intel(R) Core(TM) i7-12700H", "Intel(R) Celeron(R) G6900", "Intel(R) Core(TM) Ultra 7 155H",
+             "Intel(R) Xeon(R) Platinum 8488C", "AMD Ryzen 7 7840HS w/ Radeon 780M Graphics")
+    assert {core_class(CpuReading(model=m, arch="x86_64", source="procfs")) for m in atoms} == {"atom"}
+    assert {core_class(CpuReading(model=m, arch="x86_64", source="procfs")) for m in cores} == {"x86_64"}
+    assert core_class(CpuReading(model="Intel(R) N100", arch="aarch64", source="procfs")) == "arm64"
 
 
 def test_default_threads_are_llama_cpps_p_cores_on_hybrid_cpus(tmp_path):

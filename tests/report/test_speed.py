@@ -234,6 +234,22 @@ def test_cpu_rates_follow_the_core_clock_and_the_instruction_set():
     assert _cpu(64, 50, ghz=3.0).decode_tps == pytest.approx(_cpu(64, 50, ghz=5.0).decode_tps, rel=1e-9)
 
 
+def test_atom_line_cores_do_half_an_x86_cores_work_per_clock():
+    """An Intel N100's Gracemont cores run llama.cpp's AVX2 dot products on 128-bit datapaths, two halves each: a
+    4-core N100 mini PC (one DDR5-4800 channel) is core-bound at half the x86 rate, as normiebench #38's N100 decoded
+    Llama-3.1-8B Q4_K_M at 3.0 tok/s (an x86 core of the same clock would give the RAM's ~5)."""
+    from fitprobe.estimator.speed import ATOM_VECTOR_SHARE
+
+    cpu = load_calibration().cpu
+    assert ATOM_VECTOR_SHARE == 0.5
+    assert cpu.thread_gbs(3.4, "atom") == pytest.approx(cpu.thread_gbs(3.4, "x86_64") / 2)
+    assert cpu.thread_gflops(3.4, "atom") == pytest.approx(cpu.thread_gflops(3.4) / 2)
+    n100, x86 = _cpu(4, 38.4, ghz=3.4, arch="atom"), _cpu(4, 38.4, ghz=3.4, arch="x86_64")
+    assert n100.bound == "CPU cores" and x86.bound == "system RAM bandwidth"
+    assert n100.prefill_tps == pytest.approx(x86.prefill_tps / 2, rel=1e-6)
+    assert 2.5 < n100.decode_tps < 3.8 < 4.5 < x86.decode_tps
+
+
 def test_layer_split_prefill_does_not_add_the_gpus_tflops():
     spec, w, st, hw, mem, one = _run("llama-3.1-8b-instruct", "RTX 4090", context=8192)
     spec, w, st, hw2, mem2, _ = _run("llama-3.1-8b-instruct", "RTX 4090", 2, context=8192)
