@@ -87,7 +87,9 @@ RECENT_SINCE = "2026-01"
 DRIFT_ANCHOR = "2026-09"
 # llama.cpp's programmatic dependent launch on Hopper and newer (PR 22522, still in review on 2026-05-20): the
 # calibration's runs on such GPUs are of March 2026 builds before it (PR 21086, DGX Spark's Nov 2025 page) and of
-# June 2026 builds on (PR 24216, PR 26767, issue 28196). The later ones fit the share of t_fixed PDL leaves.
+# June 2026 builds on (PR 24216, PR 26767, issue 28196). The later ones fit the share of t_fixed such a card keeps;
+# it comes out at 2.6 times the saving of PR 22522's own A/B (gpt-oss-20b tg128 on an RTX PRO 6000: 0.36 ms a
+# step, 0.94 ms priced), so it also holds what these cards' steps lost beyond PDL in those months.
 PDL_SINCE = "2026-06"
 
 
