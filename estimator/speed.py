@@ -732,6 +732,10 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     if (terms.cpu_bytes or not devices) and threads and not ghz:
         notes.append(msg("CPU clock unknown: assumed %(ghz)s GHz per core; pass --cpu-ghz",
                          ghz=Num(DEFAULT_CPU_GHZ, "g")))
+    if (terms.cpu_bytes or not devices) and hw.cpu_arch == "atom":
+        notes.append(msg("Intel Atom-line cores (N100-class, Celeron/Pentium N and J): llama.cpp's AVX2 kernels run "
+                         "on their 128-bit vector units at %(share)s× an x86 core's rate per clock",
+                         share=Num(ATOM_VECTOR_SHARE, ".1f")))
     dev_tflops = [calibration.device_tflops(d, key) for d in devices]
     dev_bw = [calibration.device_bandwidth(d, key) for d in devices]
     chips = {}
@@ -757,10 +761,15 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                          "%(ms)s ms per step instead of %(graphs)s",
                          ms=Num(eff.eager_fixed_ms * fixed_scale(terms), ".1f"),
                          graphs=Num(eff.fixed_ms * fixed_scale(terms), ".1f")))
+    pdl = key == "llama.cpp/cuda" and bool(devices) and all(cuda_pdl(d) for d in devices)
+    if pdl and eff.pdl_fixed is not None:
+        notes.append(msg("compute capability 9.0 and newer: llama.cpp's CUDA kernels overlap their launches (PDL), "
+                         "%(ms)s ms of per-step overhead instead of %(full)s, as the 2026 builds measured",
+                         ms=Num(eff.fixed_ms * eff.pdl_fixed * fixed_scale(terms), ".1f"),
+                         full=Num(eff.fixed_ms * fixed_scale(terms), ".1f")))
     parts = decode_parts(terms, devices, eff, quant, cpu, ram_bw_gbs=ram_bw, threads=threads, tflops=tflops,
                          cpu_ghz=ghz, cpu_arch=hw.cpu_arch, arch_factor=arch_factor, device_tflops=dev_tflops,
-                         device_bandwidth=dev_bw, graphs=graphs,
-                         pdl=key == "llama.cpp/cuda" and bool(devices) and all(cuda_pdl(d) for d in devices))
+                         device_bandwidth=dev_bw, graphs=graphs, pdl=pdl)
     if terms.parallel and len(devices) > 1:
         link = terms.link
         notes.append(msg("tensor parallel %(n)s over %(link)s: 2 all-reduces per layer at ~%(us)s µs each",

@@ -248,6 +248,7 @@ def test_atom_line_cores_do_half_an_x86_cores_work_per_clock():
     assert n100.bound == "CPU cores" and x86.bound == "system RAM bandwidth"
     assert n100.prefill_tps == pytest.approx(x86.prefill_tps / 2, rel=1e-6)
     assert 2.5 < n100.decode_tps < 3.8 < 4.5 < x86.decode_tps
+    assert any("Atom-line" in say(n) for n in n100.notes) and not any("Atom-line" in say(n) for n in x86.notes)
 
 
 def test_layer_split_prefill_does_not_add_the_gpus_tflops():
@@ -513,6 +514,7 @@ def test_hopper_and_newer_overlap_the_kernels_of_a_decode_step():
     as_ada = estimate_speed(spec, w, st, ada, mem, calibration=CAL)
     assert h100.overhead_ms == pytest.approx(as_ada.overhead_ms * cuda.pdl_fixed)
     assert h100.gpu_ms == as_ada.gpu_ms and h100.decode_tps > as_ada.decode_tps
+    assert any("(PDL)" in say(n) for n in h100.notes) and not any("(PDL)" in say(n) for n in as_ada.notes)
     vulkan = estimate_speed(spec, w, st, hw, mem, calibration=CAL, backend="vulkan")
     assert vulkan.overhead_ms == pytest.approx(vulkan.efficiency.fixed_ms * as_ada.overhead_ms / cuda.fixed_ms)
 
