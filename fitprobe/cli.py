@@ -114,6 +114,9 @@ def size_options(f):
                              "P-cores of a hybrid CPU, else the physical cores)")),
         click.option("--cpu-ghz", type=Number(0.3, 10), default=None,
                      help=N_("speed: their clock in GHz, maximum turbo (default: probed; else 3.5)")),
+        click.option("--cpu-class", type=click.Choice(["x86_64", "atom", "arm64", "apple"]), default=None,
+                     help=N_("speed: their core class (default: probed; else apple on a Mac, x86_64 otherwise); "
+                             "atom: Intel N100-class, Celeron/Pentium N and J")),
         click.option("--token", default=None, help=N_("Hugging Face token for gated repos (or HF_TOKEN)")),
         click.option("--revision", default=None, help=N_("Hub revision (branch, tag or commit) of an org/name MODEL")),
         click.option("--timeout", "hub_timeout", type=Number(0.1, 3600), default=None,  # None: the lookup's 15 s

@@ -23,7 +23,8 @@ def request_from(model: str, gpu: str | None, gpus: int, opts: dict):
             ubatch=opts["ubatch"], flash_attention=not opts["no_flash_attn"], gpu_layers=opts["gpu_layers"],
             gpu_util=opts["gpu_util"], usable_fraction=opts["usable_fraction"],
             min_margin_bytes=opts["min_margin"], ram_gib=opts.get("ram_gib"), ram_bw=opts.get("ram_bw"),
-            cpu_threads=opts.get("cpu_threads"), cpu_ghz=opts.get("cpu_ghz"), revision=opts.get("revision"), hub_timeout=opts.get("hub_timeout"),
+            cpu_threads=opts.get("cpu_threads"), cpu_ghz=opts.get("cpu_ghz"), cpu_class=opts.get("cpu_class"),
+            revision=opts.get("revision"), hub_timeout=opts.get("hub_timeout"),
             expect_gpus=opts.get("expect_gpus"), gate_on=opts.get("gate_on") or "now",
             require_context=opts.get("require_context"), require_tps=opts.get("require_tps"),
             strict=bool(opts.get("strict")))

@@ -50,6 +50,9 @@ class PlanRequest:
                                                             "else physical cores)")
     cpu_ghz: float | None = doc(default=None, description="speed: those cores' clock in GHz (default: probed, else "
                                                          "3.5)")
+    cpu_class: Literal["x86_64", "atom", "arm64", "apple"] | None = doc(
+        default=None, description="speed: those cores' class (default: probed; plan: apple on a Mac, else x86_64); "
+                                  "atom: Intel N100-class and Celeron/Pentium N and J parts")
     revision: str | None = doc(default=None, description="Hub revision (branch, tag or commit)")
     hub_timeout: float | None = doc(default=None, description="seconds a Hub lookup may take in all (default 15; "
                                                               "then retry_later)")
@@ -188,7 +191,7 @@ def size(request: PlanRequest, *, command: str, hardware=None, readings=None, pr
     hw = hardware or catalog_hardware(r.gpu, r.gpus, usable_fraction=r.usable_fraction, ram_bytes=ram,
                                       memory_gib=r.memory_gib)
     hw = replace(hw, **{k: v for k, v in (("ram_bandwidth_gbs", r.ram_bw), ("cpu_threads", r.cpu_threads),
-                                          ("cpu_ghz", r.cpu_ghz)) if v})
+                                          ("cpu_ghz", r.cpu_ghz), ("cpu_arch", r.cpu_class)) if v})
     if resolver is None:
         from fitprobe.catalogs.resolve import resolve as resolver
     if lookup is None and may_ask_hub(r.model):

@@ -1,4 +1,5 @@
-"""--ram-bw, --threads and --cpu-ghz reach the speed estimate of CPU-only plans; bad values are one-line usage errors."""
+"""--ram-bw, --threads, --cpu-ghz and --cpu-class reach the speed estimate of CPU-only plans; bad values are one-line
+usage errors."""
 import json
 
 from click.testing import CliRunner
@@ -24,8 +25,21 @@ def test_threads_and_ram_bandwidth_change_cpu_decode():
     assert any("CPU clock unknown" in n for n in two["notes"])
 
 
+def test_cpu_class_prices_the_cores_of_a_machine_not_probed():
+    """`plan` on named hardware takes x86 cores unless told: --cpu-class atom prices an N100 mini PC's cores at half
+    an x86 core's rate, which normiebench #38's N100 (3.0 tok/s, Llama-3.1-8B Q4_K_M) decoded at."""
+    host = ("--threads", "4", "--cpu-ghz", "3.4", "--ram-bw", "38.4")
+    x86, atom = _speed(*host), _speed(*host, "--cpu-class", "atom")
+    assert abs(atom["prefill_tps"] / x86["prefill_tps"] - 0.5) < 1e-6
+    assert atom["decode_tps"] < x86["decode_tps"] and 2.5 < atom["decode_tps"] < 3.6
+    assert any("Atom-line" in n for n in atom["notes"]) and not any("Atom-line" in n for n in x86["notes"])
+    assert _speed(*host, "--cpu-class", "x86_64") == x86
+    assert _speed(*host, "--cpu-class", "arm64")["prefill_tps"] > x86["prefill_tps"]
+
+
 def test_bad_host_speed_options_are_usage_errors():
-    for args in (["--ram-bw", "0"], ["--threads", "-1"], ["--cpu-ghz", "0"], ["--cpu-ghz", "nan"], ["--cpu-ghz", "40"]):
+    for args in (["--ram-bw", "0"], ["--threads", "-1"], ["--cpu-ghz", "0"], ["--cpu-ghz", "nan"], ["--cpu-ghz", "40"],
+                 ["--cpu-class", "sparc"]):
         res = CliRunner().invoke(main, ["plan", "qwen3-0.6b", "--gpu", "cpu", "--ram-gib", "8", *args])
         assert res.exit_code == 2 and "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
 
