@@ -322,6 +322,11 @@ def cuda_pdl(device: Device) -> bool:
         return False
 
 
+def overlaps_launches(key: str, devices: list[Device]) -> bool:
+    """Whether a llama.cpp step on these devices pays only pdl_fixed of t_fixed: CUDA, every GPU Hopper or newer."""
+    return key == "llama.cpp/cuda" and bool(devices) and all(map(cuda_pdl, devices))
+
+
 def chip_key(device: Device) -> str | None:
     """The chip a device's measured efficiency belongs to: 'Apple M2 Ultra' for every Mac that carries one,
     else its catalog key (None: a device the catalog does not know)."""
@@ -761,7 +766,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                          "%(ms)s ms per step instead of %(graphs)s",
                          ms=Num(eff.eager_fixed_ms * fixed_scale(terms), ".1f"),
                          graphs=Num(eff.fixed_ms * fixed_scale(terms), ".1f")))
-    pdl = key == "llama.cpp/cuda" and bool(devices) and all(cuda_pdl(d) for d in devices)
+    pdl = overlaps_launches(key, devices)
     if pdl and eff.pdl_fixed is not None:
         notes.append(msg("compute capability 9.0 and newer: llama.cpp's CUDA kernels overlap their launches (PDL), "
                          "%(ms)s ms of per-step overhead instead of %(full)s, as the 2026 builds measured",

@@ -42,7 +42,7 @@ from fitprobe.catalogs.speed_calibration import (PATH, DeviceFactor, DeviceRate,
                                                  load_points, point_inputs)
 from fitprobe.estimator.fields import asdict, replace
 from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, HeldOutError, QuantRates, backend_key,
-                                      chip_key, cpu_prefill_seconds, cuda_pdl, decode_parts, decode_terms,
+                                      chip_key, cpu_prefill_seconds, decode_parts, decode_terms, overlaps_launches,
                                       prefill_seconds, prefill_terms, quant_family)
 
 # Bounds keep the fit physical: η ≤ 0.95 of peak; t_fixed within FORMULAS §4.1's ranges (≤ 6 ms);
@@ -134,8 +134,7 @@ class Case:
         self.recurrent = bool(spec.recurrent_layers) and p.engine == "llama.cpp"
         self.graphs = self.key != "llama.cpp/cuda" or ran_cuda_graphs(p, hw.devices)
         self.recent = ran_recent_build(p, self.key, self.graphs)
-        self.pdl = (self.key == "llama.cpp/cuda" and bool(self.devices) and all(map(cuda_pdl, self.devices))
-                    and (p.date is None or p.date >= PDL_SINCE))
+        self.pdl = overlaps_launches(self.key, self.devices) and (p.date is None or p.date >= PDL_SINCE)
         self.earlier = p.date is not None and p.date < RECENT_SINCE
         self.age = build_age(p.date)
         self.era = era_group(self.key)
