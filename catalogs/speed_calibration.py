@@ -96,6 +96,17 @@ class DeviceFactor:
 
 
 @record
+class DieSibling:
+    """A card without a measured rate on a backend that another card of the same die has: prefill borrows that
+    rate, scaled by their compute units × boost clock (same kernels, same code path in llama.cpp)."""
+
+    gpu: str = doc(description="catalog key of the card that borrows")
+    like: str = doc(description="catalog key of the card whose measured rate it takes")
+    scale: float = doc(gt=0.5, le=2, description="its compute units × boost clock over the other's")
+    basis: str = doc(description="the die, both cards' units and clocks, and where they are published")
+
+
+@record
 class ChipCompute:
     """Apple GPU shader TFLOPS (FP16 matmuls run at the FP32 rate on Apple GPUs)."""
 
@@ -134,6 +145,8 @@ class SpeedCalibration:
     apple_compute: list[ChipCompute] = field(default_factory=list)
     device_rates: list[DeviceRate] = field(default_factory=list)
     device_factors: list[DeviceFactor] = field(default_factory=list)
+    die_siblings: list[DieSibling] = doc(default_factory=list, description="cards that borrow a same-die card's "
+                                                                         "measured rate where they have none")
     soc_compute: float = doc(default=1.0, gt=0, le=1.5,
                              description="prefill MFU of a power-shared SoC GPU (DGX Spark, Strix Halo) relative "
                                          "to a discrete card on the same backend")
@@ -210,10 +223,23 @@ class SpeedCalibration:
                 if c.chip == chip:
                     return c.tflops * own
         eff = self.efficiency(backend)
-        for rate in self.device_rates:
-            if rate.gpu == device.catalog_key and rate.backend == backend and not rate.earlier:
-                return rate.tflops / eff.compute
-        return None
+        own = self._measured_rate(device.catalog_key, backend)
+        if own is not None:
+            return own / eff.compute
+        sibling = self.borrowed_rate(device, backend)
+        return self._measured_rate(sibling.like, backend) * sibling.scale / eff.compute if sibling else None
+
+    def _measured_rate(self, gpu: str | None, backend: str) -> float | None:
+        return next((r.tflops for r in self.device_rates if r.gpu == gpu and r.backend == backend and not r.earlier),
+                    None)
+
+    def borrowed_rate(self, device: Device, backend: str) -> DieSibling | None:
+        """The same-die card whose measured rate this one's prefill is priced at, where it has none of its own and
+        no compute figure."""
+        if device.fp16_tflops or device.kind == "apple" or self._measured_rate(device.catalog_key, backend):
+            return None
+        return next((s for s in self.die_siblings
+                     if s.gpu == device.catalog_key and self._measured_rate(s.like, backend)), None)
 
 
 @record

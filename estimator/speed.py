@@ -685,8 +685,9 @@ def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[
 
 
 def cpu_prefill_seconds(t: PrefillTerms, cpu: CpuRates, threads: int, ghz: float | None = None,
-                        arch: str | None = None) -> float:
-    return sum(t.chunk_flops) / (threads * cpu.thread_gflops(ghz, arch) * 1e9)
+                        arch: str | None = None, arch_factor: float = 1.0) -> float:
+    """A prompt on the CPU cores alone: its FLOPs at the threads' rate (× `arch_factor`, as on a GPU)."""
+    return sum(t.chunk_flops) / (threads * cpu.thread_gflops(ghz, arch) * arch_factor * 1e9)
 
 
 def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings, hw: Hardware,
@@ -748,6 +749,12 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
         f = calibration.device_factor(d, key)
         if f and max(abs(f.bandwidth - 1), abs(f.compute - 1)) >= 0.02:
             chips.setdefault(f.chip, (d.name if d.kind != "apple" else f.chip, f))
+    for d in {d.catalog_key: d for d in devices}.values():
+        sibling = calibration.borrowed_rate(d, key)
+        if sibling:
+            notes.append(msg("%(gpu)s on %(key)s: no published prefill run of its own; prefill is priced at the "
+                             "measured rate of %(like)s, the same die, × %(scale)s (%(basis)s)", gpu=d.name, key=key,
+                             like=sibling.like, scale=Num(sibling.scale, ".3f"), basis=sibling.basis))
     for name, f in chips.values():
         notes.append(msg("%(chip)s on %(key)s: %(bw)s× the backend's bandwidth share in decode and %(c)s× its "
                          "prefill compute share, as measured on this chip (runs: %(points)s, sources: %(sources)s)",
@@ -805,7 +812,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                              "micro-batch first writes F16 copies of them (%(size)s written and read per "
                              "micro-batch)", size=gib(max(map(sum, pt.chunk_dequant_bytes)), 1)))
     elif not devices and threads:
-        t_pp = cpu_prefill_seconds(pt, cpu, threads, ghz, hw.cpu_arch)
+        t_pp = cpu_prefill_seconds(pt, cpu, threads, ghz, hw.cpu_arch, arch_factor)
         prefill, ttft = prompt_tokens / t_pp, t_pp * 1e3
     elif devices:
         notes.append(msg("the catalog has no FP16 TFLOPS for this device and no benchmark measured it: prefill and "

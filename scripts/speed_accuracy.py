@@ -177,7 +177,7 @@ class Case:
                                  device_bandwidth=bw, graphs=self.graphs, pdl=self.pdl)
             return self.p.batch * 1e3 / sum(parts.values())
         if not self.devices:
-            return self.p.tokens / cpu_prefill_seconds(self.terms, cal.cpu, self.threads, self.ghz, self.arch)
+            return self.p.tokens / cpu_prefill_seconds(self.terms, cal.cpu, self.threads, self.ghz, self.arch, arch)
         if not all(tf):
             return None
         own = None  # a rate measured on the runs of its builds' era: their MFU is in it

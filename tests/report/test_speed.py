@@ -5,7 +5,7 @@ import statistics
 import pytest
 
 from fitprobe.estimator.fields import replace
-from fitprobe.catalogs.gpus import find_gpu
+from fitprobe.catalogs.gpus import find_gpu, load_gpus
 from fitprobe.catalogs.quants import quant_table
 from fitprobe.catalogs.resolve import resolve
 from fitprobe.catalogs.speed_calibration import load_calibration, load_points, point_inputs
@@ -558,6 +558,30 @@ def test_a_rate_measured_on_older_builds_prices_only_their_runs():
         < s.prefill_tps
 
 
+def test_a_card_without_runs_of_its_own_prefills_at_a_same_die_cards_measured_rate():
+    """The RX 9070 XT and the R9700 are one die (Navi 48, 64 CUs): with no published HIP prompt of its own, the 9070 XT
+    prefills at the R9700's measured rate × their clocks' ratio and says so; a card with its own rate keeps it."""
+    xt = find_gpu("RX 9070 XT").device()
+    sibling = CAL.borrowed_rate(xt, "llama.cpp/hip")
+    assert sibling and sibling.like == "radeon-ai-pro-r9700" and 1 < sibling.scale < 1.05
+    r9700 = find_gpu("Radeon AI PRO R9700").device()
+    assert CAL.device_tflops(xt, "llama.cpp/hip") == pytest.approx(CAL.device_tflops(r9700, "llama.cpp/hip")
+                                                                   * sibling.scale)
+    assert CAL.borrowed_rate(r9700, "llama.cpp/hip") is None  # its own runs
+    rows = {g.key: g for g in load_gpus()}
+    for sib in CAL.die_siblings:  # catalog keys of one die, neither with a compute figure to price it instead
+        a, b = rows[sib.gpu], rows[sib.like]
+        assert a.key != b.key and (a.architecture, a.compute_capability) == (b.architecture, b.compute_capability)
+        assert not a.fp16_tflops and not b.fp16_tflops and sib.basis
+    assert CAL.borrowed_rate(xt, "llama.cpp/vulkan-amd") is None
+    *_, s = _run("llama-3.1-8b-instruct", "RX 9070 XT", quant="Q4_K_M", context=4096)
+    assert s.backend == "llama.cpp/hip" and s.prefill_tps and s.ttft_ms
+    assert any("radeon-ai-pro-r9700" in n and "same die" in n for n in s.notes)
+    spec, w, st, hw, mem, _ = _run("llama-3.1-8b-instruct", "RX 9070 XT", quant="Q4_K_M", context=4096)
+    alone = estimate_speed(spec, w, st, hw, mem, calibration=replace(CAL, die_siblings=[]))
+    assert alone.prefill_tps is None and alone.decode_tps == s.decode_tps
+
+
 def test_a_speed_carries_its_backends_held_out_error():
     """The held-out error the fit script measured per backend rides on every estimate; MLX borrows Metal's fit and
     so its error; a backend without held-out runs has none (the JSON says null, the text says nothing)."""
@@ -580,6 +604,19 @@ def test_recurrent_models_run_at_the_fitted_factor():
     plain = estimate_speed(spec, w, st, hw, mem, calibration=replace(CAL, recurrent_factor=1.0))
     assert s.decode_tps < plain.decode_tps and s.prefill_tps < plain.prefill_tps
     assert any(f"{CAL.recurrent_factor:.2f}×" in n for n in s.notes)
+    # on the CPU cores alone too: decode streams and prefill computes at the same factor
+    spec = resolve("qwen3.5-35b-a3b").spec
+    table = quant_table()
+    st = RunSettings(context=4096, quant="Q4_K_M")
+    fmt = table.find(st.quant)
+    w = weight_bytes(spec, fmt, table)
+    hw = Hardware(devices=[], system_ram_bytes=64 << 30, ram_bandwidth_gbs=300, cpu_threads=16, cpu_ghz=2.8,
+                  cpu_arch="arm64")
+    mem = estimate(spec, fmt, table, st, hw, weights=w)
+    cpu, plain = (estimate_speed(spec, w, st, hw, mem, calibration=c) for c in (CAL, replace(CAL, recurrent_factor=1.0)))
+    assert cpu.backend == "llama.cpp/cpu" and spec.recurrent_layers
+    assert cpu.prefill_tps == pytest.approx(plain.prefill_tps * CAL.recurrent_factor)
+    assert cpu.decode_tps < plain.decode_tps
 
 
 def test_fixed_step_time_scales_with_the_kernels_a_step_runs():
