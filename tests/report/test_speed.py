@@ -613,7 +613,8 @@ def test_recurrent_models_run_at_the_fitted_factor():
     hw = Hardware(devices=[], system_ram_bytes=64 << 30, ram_bandwidth_gbs=300, cpu_threads=16, cpu_ghz=2.8,
                   cpu_arch="arm64")
     mem = estimate(spec, fmt, table, st, hw, weights=w)
-    cpu, plain = (estimate_speed(spec, w, st, hw, mem, calibration=c) for c in (CAL, replace(CAL, recurrent_factor=1.0)))
+    cpu, plain = (estimate_speed(spec, w, st, hw, mem, calibration=c)
+                  for c in (CAL, replace(CAL, recurrent_factor=1.0)))
     assert cpu.backend == "llama.cpp/cpu" and spec.recurrent_layers
     assert cpu.prefill_tps == pytest.approx(plain.prefill_tps * CAL.recurrent_factor)
     assert cpu.decode_tps < plain.decode_tps
