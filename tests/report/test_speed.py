@@ -186,7 +186,7 @@ def test_cpu_only_and_backend_keys():
     assert backend_key("ollama", find_gpu("RTX 4090").device()) == "llama.cpp/cuda"
 
 
-def _cpu(threads, ram_bw, model="llama-3.1-8b-instruct", ghz=None, arch=None):
+def _cpu(threads, ram_bw, model="llama-3.1-8b-instruct", ghz=None, arch=None, calibration=CAL):
     spec = resolve(model).spec
     table = quant_table()
     st = RunSettings(context=2048)
@@ -194,7 +194,7 @@ def _cpu(threads, ram_bw, model="llama-3.1-8b-instruct", ghz=None, arch=None):
     w = weight_bytes(spec, fmt, table)
     hw = Hardware(devices=[], system_ram_bytes=64 << 30, ram_bandwidth_gbs=ram_bw, cpu_threads=threads, cpu_ghz=ghz,
                   cpu_arch=arch)
-    return estimate_speed(spec, w, st, hw, estimate(spec, fmt, table, st, hw, weights=w), calibration=CAL)
+    return estimate_speed(spec, w, st, hw, estimate(spec, fmt, table, st, hw, weights=w), calibration=calibration)
 
 
 def test_cpu_decode_is_capped_by_cores_and_by_ram():
@@ -574,10 +574,9 @@ def test_a_card_without_runs_of_its_own_prefills_at_a_same_die_cards_measured_ra
         assert a.key != b.key and (a.architecture, a.compute_capability) == (b.architecture, b.compute_capability)
         assert not a.fp16_tflops and not b.fp16_tflops and sib.basis
     assert CAL.borrowed_rate(xt, "llama.cpp/vulkan-amd") is None
-    *_, s = _run("llama-3.1-8b-instruct", "RX 9070 XT", quant="Q4_K_M", context=4096)
+    spec, w, st, hw, mem, s = _run("llama-3.1-8b-instruct", "RX 9070 XT", quant="Q4_K_M", context=4096)
     assert s.backend == "llama.cpp/hip" and s.prefill_tps and s.ttft_ms
     assert any("radeon-ai-pro-r9700" in n and "same die" in n for n in s.notes)
-    spec, w, st, hw, mem, _ = _run("llama-3.1-8b-instruct", "RX 9070 XT", quant="Q4_K_M", context=4096)
     alone = estimate_speed(spec, w, st, hw, mem, calibration=replace(CAL, die_siblings=[]))
     assert alone.prefill_tps is None and alone.decode_tps == s.decode_tps
 
@@ -605,17 +604,9 @@ def test_recurrent_models_run_at_the_fitted_factor():
     assert s.decode_tps < plain.decode_tps and s.prefill_tps < plain.prefill_tps
     assert any(f"{CAL.recurrent_factor:.2f}×" in n for n in s.notes)
     # on the CPU cores alone too: decode streams and prefill computes at the same factor
-    spec = resolve("qwen3.5-35b-a3b").spec
-    table = quant_table()
-    st = RunSettings(context=4096, quant="Q4_K_M")
-    fmt = table.find(st.quant)
-    w = weight_bytes(spec, fmt, table)
-    hw = Hardware(devices=[], system_ram_bytes=64 << 30, ram_bandwidth_gbs=300, cpu_threads=16, cpu_ghz=2.8,
-                  cpu_arch="arm64")
-    mem = estimate(spec, fmt, table, st, hw, weights=w)
-    cpu, plain = (estimate_speed(spec, w, st, hw, mem, calibration=c)
+    cpu, plain = (_cpu(16, 300, "qwen3.5-35b-a3b", 2.8, "arm64", calibration=c)
                   for c in (CAL, replace(CAL, recurrent_factor=1.0)))
-    assert cpu.backend == "llama.cpp/cpu" and spec.recurrent_layers
+    assert cpu.backend == "llama.cpp/cpu" and resolve("qwen3.5-35b-a3b").spec.recurrent_layers
     assert cpu.prefill_tps == pytest.approx(plain.prefill_tps * CAL.recurrent_factor)
     assert cpu.decode_tps < plain.decode_tps
 
