@@ -287,8 +287,12 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
     for _ in range(2 if one else 0):  # η and t_fixed on a grid, then ε; twice, as the ε floor moves the grid's best
         lo, hi = BOUNDS["bandwidth"]
         best, best_s = None, None
-        for e in [lo + 0.025 * i for i in range(int((hi - lo) / 0.025) + 1)]:
-            for f in [0.2 * i for i in range(int(top / 0.2) + 1)]:
+        coarse = [(lo + 0.025 * i, 0.2 * j) for i in range(int((hi - lo) / 0.025) + 1) for j in range(int(top / 0.2) + 1)]
+        for grid in (coarse, None):  # then a finer grid around the coarse grid's best: 0.005 in η, 0.05 ms
+            if grid is None:
+                grid = [(min(hi, max(lo, best[0] + 0.005 * i)), min(top, max(0.0, best[1] + 0.05 * j)))
+                        for i in range(-5, 6) for j in range(-4, 5)]
+            for e, f in grid:
                 for k in keys:
                     cal.backends[k] = replace(cal.backends[k], bandwidth=e, fixed_ms=f)
                 s = scorer(one)()
