@@ -234,9 +234,17 @@ def _descend(get, put, score, lo, hi, rounds=3, steps=13) -> None:
 
 
 def _descend_linear(get, put, score, lo, hi, steps=25) -> None:
+    """A linear grid over [lo, hi], then a grid five times finer within one step of its best."""
     best, best_s = get(), score()
+    step = (hi - lo) / steps
     for i in range(steps + 1):
-        put(lo + (hi - lo) * i / steps)
+        put(lo + step * i)
+        s = score()
+        if s < best_s - 1e-12:
+            best, best_s = get(), s
+    centre = best
+    for i in range(-5, 6):
+        put(min(hi, max(lo, centre + step * i / 5)))
         s = score()
         if s < best_s - 1e-12:
             best, best_s = get(), s

@@ -332,8 +332,8 @@ def test_calibration_points_have_sources_and_accuracy_target():
         if est is None:
             continue  # no compute figure for the device until a refit measures one (the script counts these apart)
         errors[p.kind].append(abs(est / p.tps - 1))
-    # in-sample medians of the bundled fit on 524 points / 104 sources as a plan computes them: 6.7 % and 8.2 %
-    # (scripts/speed_accuracy.py prints 4.1 % for decode: it prices CUDA graph builds from before 2026 at their own
+    # in-sample medians of the bundled fit on 524 points / 104 sources as a plan computes them: 6.6 % and 8.2 %
+    # (scripts/speed_accuracy.py prints 4.2 % for decode: it prices CUDA graph builds from before 2026 at their own
     # t_fixed and older builds' decode at their drifted bandwidth share, a plan at the newest builds'); a refit
     # that fits its own points worse than 8 % / 15 % fails here
     assert statistics.median(errors["decode"]) <= 0.08
@@ -639,7 +639,11 @@ def test_layer_split_pipelines_micro_batches_only_fully_offloaded_without_overri
     spec, w, st, hw, mem, full = _run("qwen3-30b-a3b", "RTX 3090", n=2, quant="Q4_K_M", context=8192)
     assert prefill_terms(spec, w, st, hw, mem, tokens=4096, depth=0).chunks_per_batch == 4  # 2048 / 512
     assert prefill_terms(spec, w, st, hw, mem, tokens=4096, depth=0, cpu_expert_layers=4).chunks_per_batch == 1
-    overridden = estimate_speed(spec, w, st, hw, mem, calibration=CAL, cpu_expert_layers=1)
+    # the rule, not the fit: ρ (the share of the ideal pipeline gain the benchmarks show) fits near 0 on CUDA
+    cuda = CAL.backends["llama.cpp/cuda"]
+    pipelined = replace(CAL, backends={**CAL.backends, "llama.cpp/cuda": replace(cuda, pipeline=0.5)})
+    full = estimate_speed(spec, w, st, hw, mem, calibration=pipelined)
+    overridden = estimate_speed(spec, w, st, hw, mem, calibration=pipelined, cpu_expert_layers=1)
     assert overridden.ttft_ms > full.ttft_ms  # same placement in memory: only the pipeline is gone
     spec, w, st, hw, mem, _ = _run("qwen3-30b-a3b", "RTX 3090", n=2, quant="Q4_K_M", context=8192,
                                    gpu_layers=spec.n_layers)  # the output layer stays on the CPU
