@@ -292,20 +292,22 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
                   "half_tokens": not pre, "expert_compute": not pre_moe, "attention_compute": not pre_deep}
         for k in keys:
             cal.backends[k] = replace(cal.backends[k], **{n: getattr(prior, n) for n, u in unseen.items() if u})
+    def best_on(grid, best=None, best_s=None):
+        """The (η, t_fixed) pair of grid that fits the batch-1 decode runs best, or best if none beats best_s."""
+        for e, f in grid:
+            for k in keys:
+                cal.backends[k] = replace(cal.backends[k], bandwidth=e, fixed_ms=f)
+            s = scorer(one)()
+            if best_s is None or s < best_s:
+                best, best_s = (e, f), s
+        return best, best_s
+
     for _ in range(2 if one else 0):  # η and t_fixed on a grid, then ε; twice, as the ε floor moves the grid's best
         lo, hi = BOUNDS["bandwidth"]
-        best, best_s = None, None
-        coarse = [(lo + 0.025 * i, 0.2 * j) for i in range(int((hi - lo) / 0.025) + 1) for j in range(int(top / 0.2) + 1)]
-        for grid in (coarse, None):  # then a finer grid around the coarse grid's best: 0.005 in η, 0.05 ms
-            if grid is None:
-                grid = [(min(hi, max(lo, best[0] + 0.005 * i)), min(top, max(0.0, best[1] + 0.05 * j)))
-                        for i in range(-5, 6) for j in range(-4, 5)]
-            for e, f in grid:
-                for k in keys:
-                    cal.backends[k] = replace(cal.backends[k], bandwidth=e, fixed_ms=f)
-                s = scorer(one)()
-                if best_s is None or s < best_s:
-                    best, best_s = (e, f), s
+        best, best_s = best_on([(lo + 0.025 * i, 0.2 * j) for i in range(int((hi - lo) / 0.025) + 1)
+                                for j in range(int(top / 0.2) + 1)])
+        best, _ = best_on([(min(hi, max(lo, best[0] + 0.005 * i)), min(top, max(0.0, best[1] + 0.05 * j)))
+                           for i in range(-5, 6) for j in range(-4, 5)], best, best_s)  # finer, around the best
         for k in keys:
             cal.backends[k] = replace(cal.backends[k], bandwidth=best[0], fixed_ms=best[1])
         get, put = param("decode_compute")
