@@ -156,3 +156,47 @@ def expert_matmuls(cc: str | None, quant: str, tokens: int, n_used: int, n_exper
             copies += exp(log_pmf)
     copies = min(1.0, copies / reached)
     return 2.0 + copies, copies
+
+
+# The tile widths (columns, i.e. tokens) MMQ has a kernel for: the non-fallback configurations of the pinned build's
+# mmq-config-*.cuh (ampere: Volta to Hopper, and Blackwell for most types; pascal-dp4a, rdna2 and gcn stop at 64;
+# cdna at 64 with a step of 16).
+_TILES_NVIDIA = (8, 16, 24, 32, 40, 48, 64, 80, 96, 112, 128)
+_TILES_TO_64 = (8, 16, 24, 32, 40, 48, 64)
+_TILES_CDNA = (16, 32, 48, 64)
+
+
+def _tile_widths(cc_name: str | None) -> tuple[int, ...] | None:
+    """MMQ's tile widths where it sizes them by the micro-batch; None on RDNA3/RDNA4, where mmq.cu sizes them by
+    the tokens per expert (ncols_opt = ne12·k/E), so that an expert pays at most one partly filled tile."""
+    cc = _nvidia_cc(cc_name)
+    if cc is not None:
+        return _TILES_NVIDIA if cc >= 7.0 else _TILES_TO_64
+    gfx = _amd_gfx(cc_name)
+    if gfx is None:
+        return _TILES_NVIDIA
+    if gfx >= 0x1100:
+        return None
+    return _TILES_CDNA if _cdna(gfx) else _TILES_TO_64
+
+
+@lru_cache(maxsize=4096)
+def expert_tiles(cc: str | None, quant: str, tokens: int, n_used: int, n_experts: int) -> tuple[int, float] | None:
+    """(J, tiles) for a micro-batch whose routed experts run in MMQ's grouped kernel, with tiles sized by the
+    micro-batch: the width J mul_mat_q_switch_J picks (the narrowest with the fewest tiles over the micro-batch's
+    columns: 128 from 128 tokens up on NVIDIA) and the J-column tiles an expert the micro-batch reaches computes,
+    on average (its Binomial(tokens, k/E) tokens rounded up to whole tiles; mul_mat_q returns early on empty
+    ones). None where MMQ does not run the experts (MMVQ, MMF, the sorted path) or sizes tiles per expert."""
+    widths = _tile_widths(cc)
+    if not widths or tokens <= MMVQ_MIN_BATCH or _unquantized(quant) or not _mmq_accepts(cc, quant, tokens, n_experts):
+        return None
+    j = min(widths, key=lambda w: (-(-tokens // w), w))
+    p = min(1.0, n_used / n_experts)
+    if p >= 1:
+        return j, float(-(-tokens // j))
+    reached = 1 - (1 - p) ** tokens
+    tiles = 0.0
+    for x in range(1, tokens + 1):
+        log_pmf = lgamma(tokens + 1) - lgamma(x + 1) - lgamma(tokens - x + 1) + x * log(p) + (tokens - x) * log(1 - p)
+        tiles += exp(log_pmf) * -(-x // j)
+    return j, tiles / reached

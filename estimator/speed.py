@@ -19,7 +19,9 @@ Prefill of n tokens, in micro-batches of `ubatch` (vLLM: max_num_batched_tokens)
     FLOPs' = FLOPs_dense · (m + m½)/m + FLOPs_experts · (m·k/E + m½·r)/(m·k/E) / κ + FLOPs_attn / α,
     r = 1-(1-k/E)^m
 (a matmul over few tokens reuses each weight tile little; a routed expert sees m·k/E of them, and only the
-share r of the experts that the micro-batch reaches is loaded).
+share r of the experts that the micro-batch reaches is loaded). Where llama.cpp's CUDA/HIP MMQ kernel tiles the
+experts by the whole micro-batch (J columns, estimator/expert_kernels.py), an expert computes whole tiles:
+m·k/E + m½·r becomes m·k/E + π·(r·tiles·J − m·k/E) + m½·r·tiles, π the share of an empty column it pays.
 Layer split: the devices' times add for one micro-batch, but llama.cpp pipelines the micro-batches
 of one n_batch across devices (k micro-batches over G devices take (k+G-1)/(k·G) of the sequential
 time); a single micro-batch (pp512) gets no overlap. Weights of CPU-resident blocks cross PCIe once
@@ -42,7 +44,7 @@ import re
 
 from fitprobe.estimator.fields import doc, record
 
-from .expert_kernels import SORTED_CALL_LAUNCHES, UNQUANTIZED, dequantizes, expert_matmuls, sorted_path
+from .expert_kernels import SORTED_CALL_LAUNCHES, UNQUANTIZED, dequantizes, expert_matmuls, expert_tiles, sorted_path
 from .hardware import Device, Hardware
 from .memory import MemoryBreakdown
 from .message import Num, gib, msg
@@ -114,6 +116,9 @@ class Efficiency:
     expert_compute: float = doc(default=1.0, gt=0, description="κ: rate of the routed-expert matmuls relative to the "
                                                                "dense ones at a large per-expert batch (routing, "
                                                                "gathering rows by expert)")
+    tile_padding: float = doc(default=0.0, ge=0, le=1, description="π: share of the empty columns of MMQ's grouped "
+                                                                "expert tiles (llama.cpp CUDA/HIP) a prompt pays for, "
+                                                                "as if they were tokens")
     attention_compute: float = doc(default=1.0, gt=0, description="α: rate of the attention's FLOPs (QKᵀ and PV over "
                                                                   "the cached context, flash-attention kernels) "
                                                                   "relative to the weight matmuls'")
@@ -232,6 +237,9 @@ class PrefillTerms:
                                                                         "(llama.cpp's sorted MoE path) per micro-batch")
     chunk_dequant_bytes: list[list[float]] = doc(default_factory=list, description="per micro-batch and device: "
                                                  "bytes of the F16 weight copies llama.cpp's cuBLAS path writes and reads")
+    chunk_expert_tiles: list[tuple[int, float] | None] = doc(default_factory=list, description="per micro-batch: "
+                                                 "the tile width and tiles per reached expert of MMQ's grouped kernel "
+                                                 "where it tiles them by the micro-batch (llama.cpp CUDA/HIP; else None)")
     expert_fraction: float = doc(default=0.0, description="k/E: a routed expert's matmuls see this share of a "
                                                           "micro-batch's tokens")
     device_weights: list[float]
@@ -576,6 +584,11 @@ def prefill_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware
         work = [by_size[m] for m in sizes]
         if any(n or any(b) for n, b in work):
             chunks.update(chunk_launches=[n for n, _ in work], chunk_dequant_bytes=[b for _, b in work])
+        if spec.moe:
+            cc = devices[0].compute_capability
+            tiles = [expert_tiles(cc, st.quant, m, spec.moe.n_experts_used, spec.moe.n_experts) for m in sizes]
+            if any(tiles):
+                chunks.update(chunk_expert_tiles=tiles)
     # llama_context (src/llama-context.cpp l. 432) pipelines micro-batches across devices only when every block
     # and the output layer are on them and no tensor is overridden (--n-cpu-moe, -ot)
     pipelined = mem.gpu_layers >= spec.n_layers and not (cpu_expert_layers or st.cpu_moe_layers)
@@ -632,7 +645,7 @@ def cpu_stream_gbs(cpu: CpuRates, ram_bw_gbs: float | None, threads: int | None,
 
 
 def tile_flops(flops: float, expert_flops: float, tokens: int, expert_fraction: float, eff: Efficiency,
-               attention_flops: float = 0.0) -> float:
+               attention_flops: float = 0.0, expert_tiles: tuple[int, float] | None = None) -> float:
     """A micro-batch's FLOPs as the kernels pay for them: a matmul over m tokens runs at m/(m + m½) of the
     large-batch rate, i.e. each weight it loads costs 2·m½ FLOPs more. A routed expert sees only m·k/E of the
     tokens (64 of 512 on a 32-expert top-4 model, 4 of 64 on 128 experts top-8), so MoE prefill at small
@@ -644,7 +657,13 @@ def tile_flops(flops: float, expert_flops: float, tokens: int, expert_fraction: 
     out = dense * (tokens + eff.half_tokens) / tokens
     if expert_flops and per_expert:
         reached = 1 - (1 - expert_fraction) ** tokens
-        out += expert_flops * (per_expert + eff.half_tokens * reached) / per_expert / eff.expert_compute
+        if expert_tiles:  # MMQ computes whole tiles of J columns: an expert's tokens rounded up, m½ per tile
+            width, tiles = expert_tiles
+            padded = reached * tiles * width  # columns the tiles span, per expert of the model
+            cols = per_expert + eff.tile_padding * (padded - per_expert) + reached * tiles * eff.half_tokens
+            out += expert_flops * cols / per_expert / eff.expert_compute
+        else:
+            out += expert_flops * (per_expert + eff.half_tokens * reached) / per_expert / eff.expert_compute
     return out + attention_flops / eff.attention_compute
 
 
@@ -661,7 +680,7 @@ def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[
     for i, f in enumerate(t.chunk_flops):
         if t.chunk_tokens:
             f = tile_flops(f, t.chunk_expert_flops[i], t.chunk_tokens[i], t.expert_fraction, eff,
-                           t.chunk_attention_flops[i])
+                           t.chunk_attention_flops[i], t.chunk_expert_tiles[i] if t.chunk_expert_tiles else None)
         per = []
         for j, (dev, tf, wb) in enumerate(zip(devices, device_tflops, t.device_weights)):
             part = f / len(devices) if t.parallel else f * wb / share

@@ -5,7 +5,8 @@
 
 The fit (FORMULAS §4) minimises Σ|log(estimate / measured)| by coordinate descent over: per backend
 group η, t_fixed, t_moe (latency of the expert kernels), ε (MFU of the decode matrix-vector kernels), prefill
-MFU, m½ and κ (the prefill rate lost to few tokens per matmul and per routed expert), α (the attention's rate over a deep
+MFU, m½ and κ (the prefill rate lost to few tokens per matmul and per routed expert), π (the share of the empty
+columns of llama.cpp's MMQ expert tiles a prompt pays), α (the attention's rate over a deep
 context relative to the matmuls'), batched-decode MFU and
 the layer-split pipeline share ρ; on CUDA the t_fixed of runs without CUDA graphs (the run's build and GPU
 say which) and that of graph builds from before 2026 (a plan pays the recent builds'); per backend the prefill MFU
@@ -258,7 +259,8 @@ def _deviation(eff: Efficiency, prior: Efficiency | None) -> float:
     d = sum(abs(log(getattr(eff, n) / getattr(prior, n)))
             for n in ("bandwidth", "compute", "batch_compute", "decode_compute", "expert_compute", "attention_compute"))
     d += abs(log((eff.half_tokens + 8) / (prior.half_tokens + 8)))  # tokens: 8, the narrowest matmul tile
-    return d + sum(abs(log((getattr(eff, n) + 1) / (getattr(prior, n) + 1))) for n in ("fixed_ms", "moe_ms"))
+    return d + sum(abs(log((getattr(eff, n) + 1) / (getattr(prior, n) + 1)))
+                   for n in ("fixed_ms", "moe_ms", "tile_padding"))
 
 
 def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Efficiency | None, top: float) -> None:
@@ -283,13 +285,15 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
     pdl = [c for c in one if c.pdl]
     pre = [c for c in g if c.p.kind == "prefill"]
     pre_moe = [c for c in pre if c.terms.expert_fraction]
+    pre_tiled = [c for c in pre_moe if c.terms.chunk_expert_tiles]
     # α where the attention is a tenth of the prompt's FLOPs or more (a deep context, a long prompt)
     pre_deep = [c for c in pre if sum(c.terms.chunk_attention_flops) >= 0.1 * sum(c.terms.chunk_flops)]
     bat = [c for c in dec if c.p.batch > 1]
     if prior is not None:  # what the backend's points cannot tell is the prior's
         unseen = {"bandwidth": not one, "fixed_ms": not one, "decode_compute": not one, "moe_ms": not moe,
                   "compute": not pre, "batch_compute": not bat,
-                  "half_tokens": not pre, "expert_compute": not pre_moe, "attention_compute": not pre_deep}
+                  "half_tokens": not pre, "expert_compute": not pre_moe, "attention_compute": not pre_deep,
+                  "tile_padding": not pre_tiled}
         for k in keys:
             cal.backends[k] = replace(cal.backends[k], **{n: getattr(prior, n) for n, u in unseen.items() if u})
     def best_on(grid, best=None, best_s=None):
@@ -333,6 +337,9 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
         _descend(*param("compute"), scorer(pre), *BOUNDS["compute"])
         _descend_linear(*param("half_tokens"), scorer(pre), *BOUNDS["half_tokens"], steps=32)
         if pre_moe:
+            _descend(*param("expert_compute"), scorer(pre_moe), *BOUNDS["expert_compute"])
+        if pre_tiled:
+            _descend_linear(*param("tile_padding"), scorer(pre_moe), 0.0, 1.0, steps=20)
             _descend(*param("expert_compute"), scorer(pre_moe), *BOUNDS["expert_compute"])
         if pre_deep:
             _descend(*param("attention_compute"), scorer(pre_deep), *BOUNDS["attention_compute"])
@@ -565,12 +572,14 @@ def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
                                decode_compute=r(v.decode_compute),
                                pipeline=r(v.pipeline), half_tokens=r(v.half_tokens),
                                expert_compute=r(v.expert_compute), attention_compute=r(v.attention_compute),
+                               tile_padding=r(v.tile_padding),
                                eager_fixed_ms=None if v.eager_fixed_ms is None else r(v.eager_fixed_ms),
                                pdl_fixed=None if v.pdl_fixed is None else r(v.pdl_fixed))
                     for k, v in cal.backends.items()}
     cal.prior = replace(cal.prior, **{n: r(getattr(cal.prior, n)) for n in
                                       ("bandwidth", "compute", "batch_compute", "decode_compute", "fixed_ms", "moe_ms",
-                                       "pipeline", "half_tokens", "expert_compute", "attention_compute")})
+                                       "pipeline", "half_tokens", "expert_compute", "attention_compute",
+                                       "tile_padding")})
     cal.quant_families = {k: QuantRates(bandwidth=r(v.bandwidth), compute=r(v.compute))
                           for k, v in cal.quant_families.items()}
     cal.earlier_fixed_ms = {k: r(v) for k, v in cal.earlier_fixed_ms.items()}
@@ -704,7 +713,8 @@ def main(argv=None) -> int:
               + (f"PDL t_fixed ×{v.pdl_fixed:.2f}  " if v.pdl_fixed is not None else "")
               + (f"before 2026 {cal.earlier_fixed_ms[k]:.2f} ms  " if k in cal.earlier_fixed_ms else "")
               + (f"MFU before {RECENT_SINCE} ×{cal.earlier_compute[k]:.2f}  " if k in cal.earlier_compute else "") +
-              f"MFU {v.compute:.3f}  m½ {v.half_tokens:.0f}  κ {v.expert_compute:.2f}  α {v.attention_compute:.2f}  "
+              f"MFU {v.compute:.3f}  m½ {v.half_tokens:.0f}  κ {v.expert_compute:.2f}  π {v.tile_padding:.2f}  "
+              f"α {v.attention_compute:.2f}  "
               f"batch MFU {v.batch_compute:.3f}  ρ {v.pipeline:.2f}  ({v.basis})")
     for k, q in sorted(cal.quant_families.items()):
         print(f"quant {k:<8} φ {q.bandwidth:.3f}  ψ {q.compute:.3f}")

@@ -1,13 +1,16 @@
 """llama.cpp's CUDA/HIP kernel choice for routed experts and dense matmuls (ggml-cuda.cu ggml_cuda_mul_mat_id,
 mmq.cu ggml_cuda_should_use_mmq, mmf.cu ggml_cuda_should_use_mmf at build b11434), and what the slow paths cost
 in a prefill estimate."""
+from math import comb
+
 import pytest
 
 from fitprobe.catalogs.gpus import find_gpu
 from fitprobe.catalogs.quants import quant_table
 from fitprobe.catalogs.resolve import resolve
 from fitprobe.catalogs.speed_calibration import load_calibration
-from fitprobe.estimator.expert_kernels import SORTED_CALL_LAUNCHES, dequantizes, expert_matmuls, sorted_path
+from fitprobe.estimator.expert_kernels import (SORTED_CALL_LAUNCHES, dequantizes, expert_matmuls, expert_tiles,
+                                                sorted_path)
 from fitprobe.estimator.fields import replace
 from fitprobe.estimator.hardware import Hardware
 from fitprobe.estimator.memory import estimate
@@ -86,9 +89,13 @@ def test_volta_moe_prefill_pays_one_launch_set_per_reached_expert():
     dense = sum(x.n for x in inventory(spec) if x.quantizable and not x.expert and x.layer is not None)
     assert sum(t.chunk_dequant_bytes[0]) == pytest.approx(4 * dense, rel=1e-3)  # dense matmuls: F16 copies
 
-    slow = estimate_speed(spec, w, st, hw, mem, calibration=CAL, prompt_tokens=512)
+    # Turing's grouped MMQ computes one 128-wide tile per expert (~32 tokens): without the share π of its empty
+    # columns it costs what the sorted path's per-expert matmuls do, so the difference is the launches and copies
+    cuda = CAL.backends["llama.cpp/cuda"]
+    cal = replace(CAL, backends={**CAL.backends, "llama.cpp/cuda": replace(cuda, tile_padding=0.0)})
+    slow = estimate_speed(spec, w, st, hw, mem, calibration=cal, prompt_tokens=512)
     turing = Hardware(devices=[replace(hw.devices[0], compute_capability="7.5")])
-    fast = estimate_speed(spec, w, st, turing, mem, calibration=CAL, prompt_tokens=512)
+    fast = estimate_speed(spec, w, st, turing, mem, calibration=cal, prompt_tokens=512)
     assert prefill_terms(spec, w, st, turing, mem, tokens=512, depth=0).chunk_launches == []
     eff = slow.efficiency
     copy_s = 4 * dense / (900e9 * eff.bandwidth * CAL.device_bandwidth(hw.devices[0], slow.backend))
@@ -105,3 +112,40 @@ def test_vulkan_and_small_micro_batches_have_no_sorted_path():
     t = prefill_terms(spec, w, st, hw, mem, tokens=512, depth=0)
     assert t.chunk_launches == [] and t.chunk_dequant_bytes == []
 
+
+
+def test_mmq_sizes_expert_tiles_by_the_micro_batch_outside_rdna3_and_rdna4():
+    """mul_mat_q_switch_J takes the narrowest tile with the fewest tiles over the micro-batch's columns (mmq.cu),
+    and an expert's tokens fill whole tiles: one 128-wide tile for the ~32 tokens each of 128 experts top-8 gets
+    from 512. RDNA3/RDNA4 size the tiles by the tokens per expert instead: no padding to price there."""
+    assert expert_tiles("8.9", "Q4_K_M", 512, 8, 128) == (128, pytest.approx(1.0))
+    assert expert_tiles("8.9", "Q4_K_M", 200, 8, 128)[0] == 112  # two tiles either way: 112 is the narrowest listed
+    assert expert_tiles("8.9", "MXFP4", 4096, 4, 32) == (128, pytest.approx(4.49, abs=0.01))  # ~512 tokens each
+    assert expert_tiles("8.9", "Q4_K_M", 16, 8, 128) == (16, pytest.approx(1.0))
+    assert expert_tiles("gfx90a", "Q4_0", 512, 8, 128)[0] == 64  # CDNA: by the micro-batch, widest listed 64
+    assert expert_tiles("6.1", "Q4_0", 512, 8, 128)[0] == 64  # Pascal dp4a: up to 64
+    assert expert_tiles("gfx1100", "Q6_K", 512, 8, 128) is None
+    assert expert_tiles("gfx1201", "Q4_K_M", 512, 8, 128) is None
+
+
+def test_expert_tiles_are_the_binomial_expectation():
+    width, tiles = expert_tiles("8.6", "Q4_K_M", 24, 2, 8)  # 24 tokens: one 24-wide tile, ~6 tokens per expert
+    p, reached = 2 / 8, 1 - (1 - 2 / 8) ** 24
+    by_hand = sum(comb(24, x) * p ** x * (1 - p) ** (24 - x) * -(-x // 24) for x in range(1, 25)) / reached
+    assert width == 24 and tiles == pytest.approx(by_hand) == pytest.approx(1.0)
+    width, tiles = expert_tiles("8.6", "Q4_K_M", 200, 6, 8)  # 150 tokens per expert in 112-wide tiles
+    p, reached = 6 / 8, 1 - (1 - 6 / 8) ** 200
+    by_hand = sum(comb(200, x) * p ** x * (1 - p) ** (200 - x) * -(-x // 112) for x in range(1, 201)) / reached
+    assert width == 112 and tiles == pytest.approx(by_hand) and 1.9 < tiles <= 2.0
+
+
+def test_no_tiles_where_mmq_does_not_run_the_experts():
+    assert expert_tiles("7.0", "Q4_K_M", 512, 8, 128) is None  # Volta: the sorted path
+    assert expert_tiles("8.9", "BF16", 512, 8, 128) is None  # MMF
+    assert expert_tiles("8.9", "Q4_K_M", 4, 8, 128) is None  # MMVQ
+    spec, w, st, hw, mem = _plan("qwen3-30b-a3b", "RTX 4090", quant="Q4_K_M", context=8192)
+    assert prefill_terms(spec, w, st, hw, mem, tokens=1024, depth=0).chunk_expert_tiles == [
+        expert_tiles(hw.devices[0].compute_capability, "Q4_K_M", 512, 8, 128)] * 2
+    assert prefill_terms(spec, w, st, hw, mem, tokens=1024, depth=0, backend="vulkan").chunk_expert_tiles == []
+    spec, w, st, hw, mem = _plan("llama-3.1-8b-instruct", "RTX 4090", quant="Q4_K_M", context=8192)
+    assert prefill_terms(spec, w, st, hw, mem, tokens=512, depth=0).chunk_expert_tiles == []

@@ -414,12 +414,14 @@ def test_a_backend_without_points_takes_the_cross_backend_prior():
 
 def test_moe_prefill_pays_for_few_tokens_per_expert():
     """A routed expert's matmuls see ubatch·k/E tokens: 512·8/128 = 32 on Qwen3-30B-A3B, so its micro-batches
-    cost (32 + m½)/32 / κ of their FLOPs (JohannesGaessler's -ub tables, PR 15525/22298, show the loss)."""
+    cost (32 + m½)/32 / κ of their FLOPs (JohannesGaessler's -ub tables, PR 15525/22298, show the loss). Where
+    llama.cpp's MMQ runs them (CUDA/HIP) an expert computes whole tiles: on an H100 one 128-wide tile for its ~32
+    tokens, of which it pays π of the 96 empty columns and m½ per tile."""
     from fitprobe.estimator.speed import prefill_terms, routed_params, tile_flops
 
     spec, w, st, hw, mem, s = _run("qwen3-30b-a3b", "H100 SXM", quant="Q4_K_M", context=8192)
     eff = s.efficiency
-    assert eff.half_tokens > 0 and 0 < eff.expert_compute <= 1.5
+    assert eff.half_tokens > 0 and 0 < eff.expert_compute <= 1.5 and 0 <= eff.tile_padding <= 1
     t = prefill_terms(spec, w, st, hw, mem, tokens=512, depth=0)
     routed = 2 * routed_params(spec) * 512
     assert t.chunk_expert_flops == [pytest.approx(routed)] and t.expert_fraction == 8 / 128
@@ -427,6 +429,11 @@ def test_moe_prefill_pays_for_few_tokens_per_expert():
     reached = 1 - (1 - 8 / 128) ** 512  # every expert, to 14 digits
     by_hand = dense * (512 + eff.half_tokens) / 512 + routed * (32 + eff.half_tokens * reached) / 32 / eff.expert_compute
     assert tile_flops(t.chunk_flops[0], routed, 512, 8 / 128, eff) == pytest.approx(by_hand)
+    width, tiles = t.chunk_expert_tiles[0]
+    assert width == 128 and tiles == pytest.approx(1.0)
+    padded = dense * (512 + eff.half_tokens) / 512 + routed * (
+        32 + eff.tile_padding * (128 * reached - 32) + eff.half_tokens * reached) / 32 / eff.expert_compute
+    assert tile_flops(t.chunk_flops[0], routed, 512, 8 / 128, eff, expert_tiles=(width, tiles)) == pytest.approx(padded)
     # the same micro-batch shrink costs a 128-expert MoE far more than a dense model
     loss = {}
     for model in ("qwen3-30b-a3b", "llama-3.1-8b-instruct"):
