@@ -119,6 +119,12 @@ def _unquantized(quant: str) -> bool:
     return _format(quant) in UNQUANTIZED
 
 
+def _binomial(n: int, p: float):
+    """(x, P(X = x)) for X ~ Binomial(n, p), x = 1..n: the tokens one expert gets of a micro-batch of n."""
+    for x in range(1, n + 1):
+        yield x, exp(lgamma(n + 1) - lgamma(x + 1) - lgamma(n - x + 1) + x * log(p) + (n - x) * log(1 - p))
+
+
 @lru_cache(maxsize=4096)
 def sorted_path(cc: str | None, quant: str, tokens: int, n_experts: int, rows: int) -> bool:
     """Whether a mul_mat_id of `tokens` tokens over `n_experts` experts (each `rows` output rows) takes the
@@ -149,11 +155,7 @@ def expert_matmuls(cc: str | None, quant: str, tokens: int, n_used: int, n_exper
     if p >= 1:
         return (2.0, 0.0) if not dequantizes(cc, quant, tokens) else (3.0, 1.0)
     reached = 1 - (1 - p) ** tokens
-    copies = 0.0
-    for x in range(1, tokens + 1):
-        if dequantizes(cc, quant, x):
-            log_pmf = lgamma(tokens + 1) - lgamma(x + 1) - lgamma(tokens - x + 1) + x * log(p) + (tokens - x) * log(1 - p)
-            copies += exp(log_pmf)
+    copies = sum(pmf for x, pmf in _binomial(tokens, p) if dequantizes(cc, quant, x))
     copies = min(1.0, copies / reached)
     return 2.0 + copies, copies
 
@@ -195,8 +197,4 @@ def expert_tiles(cc: str | None, quant: str, tokens: int, n_used: int, n_experts
     if p >= 1:
         return j, float(-(-tokens // j))
     reached = 1 - (1 - p) ** tokens
-    tiles = 0.0
-    for x in range(1, tokens + 1):
-        log_pmf = lgamma(tokens + 1) - lgamma(x + 1) - lgamma(tokens - x + 1) + x * log(p) + (tokens - x) * log(1 - p)
-        tiles += exp(log_pmf) * -(-x // j)
-    return j, tiles / reached
+    return j, sum(pmf * -(-x // j) for x, pmf in _binomial(tokens, p)) / reached
