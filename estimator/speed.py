@@ -161,6 +161,8 @@ class CpuRates:
     apple_gbs_per_ghz: float | None = doc(default=None, gt=0, description="the same on Apple silicon's P-cores "
                                                                           "(None: as other ARM)")
     apple_gflops_per_ghz: float | None = doc(default=None, gt=0, description="the same on Apple silicon's P-cores")
+    serial_share: float = doc(default=0.0, ge=0, le=0.5, description="s: the share of one thread's prefill time "
+                                                                    "that does not split over threads (Amdahl)")
     calibrated: bool = True
     basis: str = ""
 
@@ -174,6 +176,13 @@ class CpuRates:
 
     def thread_gflops(self, ghz: float | None, arch: str | None = None) -> float:
         return self._rate("gflops_per_ghz", arch) * (ghz or DEFAULT_CPU_GHZ)
+
+    # A prompt's graph does not split perfectly over the threads: ggml-cpu ends every node in a barrier across all
+    # of them (ggml_graph_compute_thread; mul_mat adds one after converting its activations), so n threads reach
+    # n / (1 + s·(n − 1)) of one thread's rate (Amdahl). The published sweeps show it: per thread, a 32-thread
+    # Graviton3 prompt ran at 0.69 of 8 threads' rate, and linear scaling priced a 64-thread Threadripper at 2.2×.
+    def prefill_gflops(self, threads: int, ghz: float | None, arch: str | None = None) -> float:
+        return threads * self.thread_gflops(ghz, arch) / (1 + self.serial_share * (threads - 1))
 
     def _rate(self, name: str, arch: str | None) -> float:
         chain = {"apple": ("apple_", "arm_", ""), "arm64": ("arm_", "")}.get(arch or "", ("",))
@@ -706,7 +715,7 @@ def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[
 def cpu_prefill_seconds(t: PrefillTerms, cpu: CpuRates, threads: int, ghz: float | None = None,
                         arch: str | None = None, arch_factor: float = 1.0) -> float:
     """A prompt on the CPU cores alone: its FLOPs at the threads' rate (× `arch_factor`, as on a GPU)."""
-    return sum(t.chunk_flops) / (threads * cpu.thread_gflops(ghz, arch) * arch_factor * 1e9)
+    return sum(t.chunk_flops) / (cpu.prefill_gflops(threads, ghz, arch) * arch_factor * 1e9)
 
 
 def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings, hw: Hardware,
@@ -783,7 +792,7 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
     if devices and all(dev_tflops):
         tflops = sum(dev_tflops) if terms.parallel else min(dev_tflops)
     elif not devices and threads:
-        tflops = threads * cpu.thread_gflops(ghz, hw.cpu_arch) / 1e3
+        tflops = cpu.prefill_gflops(threads, ghz, hw.cpu_arch) / 1e3
     if settings.batch > 1 and not tflops:
         notes.append(msg("no compute figure for this device: batched decode counted as bandwidth bound only"))
     graphs = key != "llama.cpp/cuda" or all(cuda_graphs(d) for d in devices)

@@ -55,7 +55,7 @@ BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "moe_ms": (0.0, 6.0
           "cpu_bandwidth": (0.2, 0.95), "soc_compute": (0.1, 1.0), "gbs_per_ghz": (0.3, 12.0), "gflops_per_ghz": (0.5, 100.0),
           "half_tokens": (0.0, 256.0), "expert_compute": (0.1, 1.5), "attention_compute": (0.1, 1.5),
           "recurrent_factor": (0.2, 1.0), "chip_bandwidth": (0.25, 2.0), "chip_compute": (0.1, 3.0), "earlier_compute": (0.3, 2.0),
-          "bandwidth_drift": (-0.3, 0.5), "pdl_fixed": (0.2, 1.0)}
+          "bandwidth_drift": (-0.3, 0.5), "pdl_fixed": (0.2, 1.0), "serial_share": (0.0, 0.1)}
 
 
 # FORMULAS §4.1 [estimate]: t_fixed ≈ 0.3–1 ms on CUDA with graphs, 2–3 ms on Metal. llama.cpp's CUDA
@@ -172,7 +172,7 @@ class Case:
                 bw = [b * exp(-g * self.age) for b in bw]
             tflops = (sum(tf) if self.terms.parallel else min(tf)) if self.devices and all(tf) else None
             if not self.devices and self.threads:
-                tflops = self.threads * cal.cpu.thread_gflops(self.ghz, self.arch) / 1e3
+                tflops = cal.cpu.prefill_gflops(self.threads, self.ghz, self.arch) / 1e3
             parts = decode_parts(self.terms, self.devices, eff, q, cal.cpu, ram_bw_gbs=self.ram_bw,
                                  threads=self.threads, tflops=tflops, cpu_ghz=self.ghz, cpu_arch=self.arch, arch_factor=arch, device_tflops=tf,
                                  device_bandwidth=bw, graphs=self.graphs, pdl=self.pdl)
@@ -540,6 +540,8 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
                     if getattr(cal.cpu, name) is None:
                         cal.cpu = replace(cal.cpu, **{name: cal.cpu.gflops_per_ghz})
                     _descend(*cpu_param(name), lambda runs=runs: _score(runs, cal), *BOUNDS["gflops_per_ghz"])
+            if len({c.threads for c in cp}) > 1:  # Amdahl's serial share: what the thread counts tell apart
+                _descend_linear(*cpu_param("serial_share"), lambda: _score(cp, cal), *BOUNDS["serial_share"])
     cal.prior = replace(prior, calibrated=True, basis=f"fitted on the {len(gpu_cases)} GPU points of every backend together")
     for key, g in groups.items():
         if key in cal.backends:
@@ -591,7 +593,7 @@ def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
     cal.cpu = replace(cal.cpu, **{n: r(getattr(cal.cpu, n)) for n in
                                   ("bandwidth", "gbs_per_ghz", "gflops_per_ghz", "arm_gbs_per_ghz", "arm_gflops_per_ghz",
                                    "apple_gbs_per_ghz", "apple_gflops_per_ghz")
-                                  if getattr(cal.cpu, n) is not None})
+                                  if getattr(cal.cpu, n) is not None}, serial_share=round(cal.cpu.serial_share, 4))
     return cal
 
 
@@ -721,7 +723,8 @@ def main(argv=None) -> int:
     c = cal.cpu
     print(f"cpu: η {c.bandwidth:.3f}; per thread per GHz: x86 {c.gbs_per_ghz:.2f} GB/s, {c.gflops_per_ghz:.1f} GFLOPS; "
           f"arm64 {c.thread_gbs(1, 'arm64'):.2f} GB/s, {c.thread_gflops(1, 'arm64'):.1f} GFLOPS; "
-          f"apple {c.thread_gbs(1, 'apple'):.2f} GB/s, {c.thread_gflops(1, 'apple'):.1f} GFLOPS")
+          f"apple {c.thread_gbs(1, 'apple'):.2f} GB/s, {c.thread_gflops(1, 'apple'):.1f} GFLOPS; "
+          f"prefill serial share {c.serial_share:.4f}")
     for k, v in sorted(cal.bandwidth_drift.items()):
         print(f"decode bandwidth drift {k:<20} {v:+.3f} per year before {DRIFT_ANCHOR}")
     print(f"SoC GPU (DGX Spark, Strix Halo) prefill MFU factor {cal.soc_compute:.3f}")
