@@ -605,7 +605,7 @@ def _p90(errs: list[float]) -> float:
 def _stats(errs: list[float]) -> str:
     if not errs:
         return "n=0"
-    return f"median {statistics.median(errs):.1%}, p90 {_p90(errs):.1%} (n={len(errs)})"
+    return f"median {statistics.median(errs):.2%}, p90 {_p90(errs):.2%} (n={len(errs)})"
 
 
 _LOSO: tuple[list[Case], SpeedCalibration | None] = ([], None)
