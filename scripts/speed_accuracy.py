@@ -18,14 +18,14 @@ plus PRIOR_WEIGHT × its log distance from the prior, so a backend that one or t
 what all backends show instead of following one publication to a bound; a backend without points takes
 the prior. Under the backend, each chip's bandwidth and compute share (device_factors) is fitted the same way: drawn
 towards 1 by PRIOR_WEIGHT × its points per source, so a chip one source measured moves as one point would.
-Per quant kernel family φ (decode) and ψ (prefill) relative to the K-quants; one prefill factor for power-shared
-SoC GPUs (DGX Spark, Strix Halo); for CPUs η_cpu, per core class (x86, ARM, Apple) GB/s and GFLOPS per
-thread per GHz of its clock, and the share of a prompt that does not split over the threads (Amdahl). Devices with
-no TFLOPS figure and no Apple shader rate get an effective rate measured on their own prefill points. Leave-one-source-out refits
-everything without the points of one source (one PR, one issue, one benchmark page) and predicts them: how the
-model does on a publication it has not seen. Points it cannot predict then (no compute figure left for the
-device) are counted apart. Points are used as published: a source never calibrates its own prediction, no point
-gets its own factor, and the points left out are listed with the reason in speed_points.json's `excluded`.
+Per quant kernel family φ (decode) and ψ (prefill) relative to the K-quants; one prefill factor for power-shared SoC
+GPUs (DGX Spark, Strix Halo); for CPUs η_cpu, per core class (x86, ARM, Apple) GB/s and GFLOPS per thread per GHz of
+its clock, and the share of a prompt that does not split over the threads (Amdahl). Devices with no TFLOPS figure
+and no Apple shader rate get an effective rate measured on their own prefill points. Leave-one-source-out refits
+everything without the points of one source (one PR, one issue, one benchmark page) and predicts them: how the model
+does on a publication it has not seen. Points it cannot predict then (no compute figure left for the device) are
+counted apart. Points are used as published: a source never calibrates its own prediction, no point gets its own
+factor, and the points left out are listed with the reason in speed_points.json's `excluded`.
 `--write` also stores each backend's held-out median and p90 (`held_out`), which every plan shows beside its speed.
 """
 from __future__ import annotations
