@@ -666,13 +666,12 @@ def tile_flops(flops: float, expert_flops: float, tokens: int, expert_fraction: 
     out = dense * (tokens + eff.half_tokens) / tokens
     if expert_flops and per_expert:
         reached = 1 - (1 - expert_fraction) ** tokens
-        if expert_tiles:  # MMQ computes whole tiles of J columns: an expert's tokens rounded up, m½ per tile
-            width, tiles = expert_tiles
-            padded = reached * tiles * width  # columns the tiles span, per expert of the model
-            cols = per_expert + eff.tile_padding * (padded - per_expert) + reached * tiles * eff.half_tokens
-            out += expert_flops * cols / per_expert / eff.expert_compute
-        else:
-            out += expert_flops * (per_expert + eff.half_tokens * reached) / per_expert / eff.expert_compute
+        # MMQ's grouped kernel computes whole tiles of J columns (an expert's tokens rounded up, m½ per tile);
+        # elsewhere a reached expert is one tile with nothing to pad
+        width, tiles = expert_tiles or (0, 1.0)
+        padding = eff.tile_padding * (reached * tiles * width - per_expert) if expert_tiles else 0.0
+        cols = per_expert + padding + reached * tiles * eff.half_tokens
+        out += expert_flops * cols / per_expert / eff.expert_compute
     return out + attention_flops / eff.attention_compute
 
 
