@@ -292,7 +292,12 @@ def percent(fraction: float, digits: int = 0, *, lang: str | None = None) -> str
     from babel.numbers import format_percent
 
     pattern = None if not digits else "#,##0." + "0" * digits + "%"
-    return format_percent(_exact(fraction), format=pattern, locale=BABEL_LOCALE[lang])
+    # rounded as Python's '%' format rounds it, which multiplies the float by 100 first (0.225 -> '22%', where the
+    # exact binary value, 0.22500000000000000555, would round to 23): the same digits in every language
+    from decimal import Decimal
+
+    rounded = Decimal(format(fraction * 100, f".{digits}f")) / 100 if isinstance(fraction, float) else fraction
+    return format_percent(rounded, format=pattern, locale=BABEL_LOCALE[lang])
 
 
 def date_text(day, *, lang: str | None = None) -> str:

@@ -126,6 +126,13 @@ def test_locale_formats(lang, gib_text, count, percent):
     assert i18n.spec(12345.678, ",.1f", "tok/s", lang=lang).endswith(" tok/s")
 
 
+@pytest.mark.parametrize("lang", ["en", "es", "de", "zh"])
+def test_a_percent_rounds_to_the_same_digits_in_every_language(lang):
+    """0.225 is 22.5 % once Python multiplies the float by 100, so English shows 22 %; the other languages must too
+    (rounded from the float's exact binary value, 0.2250000000000000055, Babel had shown 23 %)."""
+    assert i18n.percent(0.225, lang=lang).replace("\xa0", " ").rstrip("%").strip() == "22"
+    assert i18n.percent(0.835, 1, lang=lang).replace(",", ".").startswith(format(0.835, ".1%")[:-1])
+
 def test_core_sentences_are_english_for_json_and_translated_for_people():
     text = msg("%(where)s keeps %(margin)s free", where="RTX 4090", margin=gib(3.5 * (1 << 30)))
     assert text == "RTX 4090 keeps 3.50 GiB free" and json.dumps(text) == '"RTX 4090 keeps 3.50 GiB free"'
