@@ -16,7 +16,8 @@ from dataclasses import field
 from fitprobe.catalogs.validated import load_json_file
 from fitprobe.estimator.fields import doc, record, replace
 from fitprobe.estimator.hardware import Device
-from fitprobe.estimator.speed import CpuRates, Efficiency, HeldOutError, QuantRates, apple_chip, chip_key
+from fitprobe.estimator.speed import (CpuRates, Efficiency, HeldOutError, QuantRates, apple_chip, apple_gpu_tensor,
+                                      chip_key)
 
 PATH = Path(__file__).parent / "data" / "speed_calibration.json"
 POINTS_PATH = Path(__file__).parent / "data" / "speed_points.json"
@@ -150,6 +151,12 @@ class SpeedCalibration:
     soc_compute: float = doc(default=1.0, gt=0, le=1.5,
                              description="prefill MFU of a power-shared SoC GPU (DGX Spark, Strix Halo) relative "
                                          "to a discrete card on the same backend")
+    apple_tensor_compute: float = doc(
+        default=1.0, ge=1, le=4,
+        description="prefill rate of an Apple GPU whose matmuls run on its Neural Accelerators (M5 and later: "
+                    "llama.cpp's Metal tensor API) relative to its shader FP32 rate; at most 4, the matrix-FP16 / "
+                    "SIMD-FP32 ratio measured per core on the A19 (tzakharko.github.io/apple-neural-accelerators-"
+                    "benchmark: 7,500 / 1,880 GFLOPS)")
     recurrent_factor: float = doc(default=0.5, gt=0, le=1,
                                   description="rate of a model with recurrent / gated-delta-net layers on llama.cpp "
                                               "relative to an attention-only one (FORMULAS §4.1 starts from 0.5×)")
@@ -211,7 +218,8 @@ class SpeedCalibration:
 
         A non-Apple unified-memory SoC (DGX Spark, Strix Halo) shares one power budget between CPU and
         GPU and clocks its GPU down under sustained matmuls: its catalog peak is scaled by `soc_compute`
-        (FORMULAS §4.2: AMD iGPU MFU 0.15–0.3 against 0.4–0.7 on discrete cards)."""
+        (FORMULAS §4.2: AMD iGPU MFU 0.15–0.3 against 0.4–0.7 on discrete cards). An Apple GPU with Neural
+        Accelerators (M5 and later) multiplies on them: its shader rate is scaled by `apple_tensor_compute`."""
         f = self.device_factor(device, backend)
         own = f.compute if f else 1.0
         if device.fp16_tflops:
@@ -219,9 +227,10 @@ class SpeedCalibration:
             return tensor_rate(device, backend) * (self.soc_compute if soc else 1.0) * own
         if device.kind == "apple":
             chip = apple_chip(device)
+            tensor = self.apple_tensor_compute if apple_gpu_tensor(device) else 1.0
             for c in self.apple_compute:
                 if c.chip == chip:
-                    return c.tflops * own
+                    return c.tflops * tensor * own
         eff = self.efficiency(backend)
         own = self._measured_rate(device.catalog_key, backend)
         if own is not None:

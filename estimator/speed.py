@@ -355,6 +355,17 @@ def apple_chip(device: Device) -> str | None:
     return _apple_chip(device.name, device.catalog_key)
 
 
+# llama.cpp's Metal backend multiplies through the Metal 4 tensor API, on the GPU cores' Neural Accelerators, only on
+# M5 and later (b11434 ggml-metal-device.m: "tensor API disabled for pre-M5 and pre-A19 devices").
+APPLE_TENSOR_SINCE = 5
+
+
+def apple_gpu_tensor(device: Device) -> bool:
+    """Whether an Apple GPU's prompt matmuls run on its Neural Accelerators (M5 and later) rather than its shaders."""
+    chip = apple_chip(device) if device.kind == "apple" else None
+    return chip is not None and int(chip.split()[1][1:]) >= APPLE_TENSOR_SINCE
+
+
 @lru_cache(maxsize=512)
 def _apple_chip(name: str, catalog_key: str | None) -> str | None:
     for text in (name.lower(), (catalog_key or "").lower()):

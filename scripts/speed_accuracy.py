@@ -19,8 +19,9 @@ what all backends show instead of following one publication to a bound; a backen
 the prior. Under the backend, each chip's bandwidth and compute share (device_factors) is fitted the same way: drawn
 towards 1 by PRIOR_WEIGHT × its points per source, so a chip one source measured moves as one point would.
 Per quant kernel family φ (decode) and ψ (prefill) relative to the K-quants; one prefill factor for power-shared SoC
-GPUs (DGX Spark, Strix Halo); for CPUs η_cpu, per core class (x86, ARM, Apple) GB/s and GFLOPS per thread per GHz of
-its clock, and the share of a prompt that does not split over the threads (Amdahl). Devices with no TFLOPS figure
+GPUs (DGX Spark, Strix Halo) and one for Apple GPUs that multiply on Neural Accelerators (M5 and later); for CPUs
+η_cpu, per core class (x86, ARM, Apple) GB/s and GFLOPS per thread per GHz of its clock, and the share of a prompt
+that does not split over the threads (Amdahl). Devices with no TFLOPS figure
 and no Apple shader rate get an effective rate measured on their own prefill points. Leave-one-source-out refits
 everything without the points of one source (one PR, one issue, one benchmark page) and predicts them: how the model
 does on a publication it has not seen. Points it cannot predict then (no compute figure left for the device) are
@@ -42,20 +43,22 @@ from math import exp, log
 from fitprobe.catalogs.speed_calibration import (PATH, DeviceFactor, DeviceRate, Point, SpeedCalibration, load_calibration,
                                                  load_points, point_inputs)
 from fitprobe.estimator.fields import asdict, replace
-from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, HeldOutError, QuantRates, backend_key,
-                                      chip_key, cpu_prefill_seconds, decode_parts, decode_terms, overlaps_launches,
-                                      prefill_seconds, prefill_terms, quant_family)
+from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, HeldOutError, QuantRates,
+                                      apple_gpu_tensor, backend_key, chip_key, cpu_prefill_seconds, decode_parts,
+                                      decode_terms, overlaps_launches, prefill_seconds, prefill_terms, quant_family)
 
 # Bounds keep the fit physical: η ≤ 0.95 of peak; t_fixed within FORMULAS §4.1's ranges (≤ 6 ms);
 # MFU ≤ 1.2 of the catalog's dense FP16 figure (AMD's dual-issue figures make > 1 impossible, NVIDIA
 # consumer cards' FP16-accumulate rate is 2× the catalogued FP32-accumulate one).
 # ε ≥ 0.01: below it even a 4-bit 8B model on a 100 TFLOPS card would be compute bound at batch 1.
+# An M5-class GPU's matmuls reach at most 4× its shader rate (A19's matrix FP16 / SIMD FP32 per core, tzakharko).
 BOUNDS = {"bandwidth": (0.15, 0.95), "fixed_ms": (0.0, 6.0), "moe_ms": (0.0, 6.0), "compute": (0.03, 1.2),
           "decode_compute": (0.01, 1.0), "batch_compute": (0.03, 1.2), "q_bandwidth": (0.4, 1.6), "q_compute": (0.2, 3.0),
           "cpu_bandwidth": (0.2, 0.95), "soc_compute": (0.1, 1.0), "gbs_per_ghz": (0.3, 12.0), "gflops_per_ghz": (0.5, 100.0),
           "half_tokens": (0.0, 256.0), "expert_compute": (0.1, 1.5), "attention_compute": (0.1, 1.5),
           "recurrent_factor": (0.2, 1.0), "chip_bandwidth": (0.25, 2.0), "chip_compute": (0.1, 3.0), "earlier_compute": (0.3, 2.0),
-          "bandwidth_drift": (-0.3, 0.5), "pdl_fixed": (0.2, 1.0), "serial_share": (0.0, 0.1)}
+          "bandwidth_drift": (-0.3, 0.5), "pdl_fixed": (0.2, 1.0), "serial_share": (0.0, 0.1),
+          "apple_tensor_compute": (1.0, 4.0)}
 
 
 # FORMULAS §4.1 [estimate]: t_fixed ≈ 0.3–1 ms on CUDA with graphs, 2–3 ms on Metal. llama.cpp's CUDA
@@ -473,6 +476,7 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
     cal.quant_families = {f: QuantRates() for f in families}
     cal.cpu = CpuRates(bandwidth=0.65, gbs_per_ghz=3.0, gflops_per_ghz=15.0)
     cal.soc_compute = 1.0
+    cal.apple_tensor_compute = 1.0  # the shader rate, where the descent starts
     cal.recurrent_factor = 0.5  # FORMULAS §4.1 [estimate]: where the descent starts
     cal.device_rates = device_rates(cases, cal)
     gpu_cases = [c for k in keys for c in groups[k]]
@@ -511,6 +515,10 @@ def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCali
                 w = _pull(pre_fc)
                 _descend(get, put, lambda pf=pre_fc, w=w, get=get: _score(pf, cal) + w * abs(log(get())),
                          *BOUNDS["q_compute"])
+        # the Neural Accelerators' share before the chips': it is what every M5-class chip has in common
+        tensor = [c for c in cases if c.p.kind == "prefill" and c.devices and apple_gpu_tensor(c.devices[0])]
+        if tensor:
+            _descend(*top_param("apple_tensor_compute"), lambda: _score(tensor, cal), *BOUNDS["apple_tensor_compute"])
         _fit_eras(gpu_cases, cal)
         _fit_drift(gpu_cases, cal)
         _fit_chips(gpu_cases, cal)
@@ -588,6 +596,7 @@ def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
     cal.earlier_compute = {k: r(v) for k, v in cal.earlier_compute.items()}
     cal.bandwidth_drift = {k: r(v) for k, v in cal.bandwidth_drift.items()}
     cal.soc_compute = r(cal.soc_compute)
+    cal.apple_tensor_compute = r(cal.apple_tensor_compute)
     cal.device_factors = [replace(f, bandwidth=r(f.bandwidth), compute=r(f.compute)) for f in cal.device_factors]
     cal.recurrent_factor = r(cal.recurrent_factor)
     cal.cpu = replace(cal.cpu, **{n: r(getattr(cal.cpu, n)) for n in
@@ -679,6 +688,7 @@ def _write(cal: SpeedCalibration, held_out: dict[str, dict[str, HeldOutError]] |
     raw["device_rates"] = [asdict(r) for r in cal.device_rates]
     raw["device_factors"] = [asdict(f) for f in sorted(cal.device_factors, key=lambda f: (f.backend, f.chip))]
     raw["soc_compute"] = cal.soc_compute
+    raw["apple_tensor_compute"] = cal.apple_tensor_compute
     raw["recurrent_factor"] = cal.recurrent_factor
     raw["earlier_fixed_ms"] = dict(sorted(cal.earlier_fixed_ms.items()))
     raw["earlier_compute"] = dict(sorted(cal.earlier_compute.items()))
@@ -741,6 +751,7 @@ def main(argv=None) -> int:
     for k, v in sorted(cal.bandwidth_drift.items()):
         print(f"decode bandwidth drift {k:<20} {v:+.3f} per year before {DRIFT_ANCHOR}")
     print(f"SoC GPU (DGX Spark, Strix Halo) prefill MFU factor {cal.soc_compute:.3f}")
+    print(f"Apple GPU with Neural Accelerators (M5 and later): prefill ×{cal.apple_tensor_compute:.3f} its shader rate")
     print(f"recurrent / gated-delta-net models on llama.cpp: {cal.recurrent_factor:.3f}x")
     for f in sorted(cal.device_factors, key=lambda f: (f.backend, f.chip)):
         print(f"chip {f.chip:<24} {f.backend:<22} bandwidth ×{f.bandwidth:.3f}  compute ×{f.compute:.3f}  "

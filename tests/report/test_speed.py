@@ -354,7 +354,7 @@ def test_calibration_points_have_sources_and_accuracy_target():
         if est is None:
             continue  # no compute figure for the device until a refit measures one (the script counts these apart)
         errors[p.kind].append(abs(est / p.tps - 1))
-    # in-sample medians of the bundled fit on 562 points / 115 sources as a plan computes them: 7.2 % and 8.0 %
+    # in-sample medians of the bundled fit on 584 points / 121 sources as a plan computes them: 7.1 % and 8.7 %
     # (scripts/speed_accuracy.py prints 4.4 % for decode: it prices CUDA graph builds from before 2026 at their own
     # t_fixed and older builds' decode at their drifted bandwidth share, a plan at the newest builds'); a refit
     # that fits its own points worse than 8 % / 15 % fails here
@@ -386,6 +386,24 @@ def test_soc_gpus_prefill_at_the_fitted_share_of_their_catalog_peak():
     own = cal.device_factor(card, "llama.cpp/cuda").compute
     assert cal.device_tflops(card, "llama.cpp/cuda") == pytest.approx(card.int8_tops / 4 * own)  # its MMQ rate
 
+
+def test_apple_gpus_with_neural_accelerators_prefill_at_the_fitted_multiple_of_their_shader_rate():
+    """The pinned build's Metal backend multiplies on the M5's GPU Neural Accelerators and on no earlier chip's: the
+    same prompt on an M5 is priced at `apple_tensor_compute` × the shader rate, an M4 or M3 at the shader rate."""
+    from fitprobe.estimator.speed import apple_gpu_tensor
+
+    cal = load_calibration()
+    rate = {c.chip: c.tflops for c in cal.apple_compute}
+    assert 1 < cal.apple_tensor_compute <= 4  # fitted on the M5 runs; 4 is A19's matrix / SIMD ratio per core
+    for name, chip, tensor in (("Apple M5 16GB", "Apple M5", True), ("MacBook Pro M5 Max 128GB", "Apple M5 Max", True),
+                               ("Apple M4 Max 48GB", "Apple M4 Max", False),
+                               ("Apple M3 Pro 36GB", "Apple M3 Pro", False)):
+        dev = find_gpu(name).device()
+        assert apple_gpu_tensor(dev) is tensor, name
+        own = cal.device_factor(dev, "llama.cpp/metal")
+        expected = rate[chip] * (cal.apple_tensor_compute if tensor else 1.0) * (own.compute if own else 1.0)
+        assert cal.device_tflops(dev, "llama.cpp/metal") == pytest.approx(expected), name
+    assert not apple_gpu_tensor(find_gpu("RTX 4090").device())
 
 def test_moe_expert_kernels_add_their_latency_dense_models_do_not():
     from fitprobe.estimator.speed import decode_parts, decode_terms
