@@ -133,6 +133,7 @@ def test_a_percent_rounds_to_the_same_digits_in_every_language(lang):
     assert i18n.percent(0.225, lang=lang).replace("\xa0", " ").rstrip("%").strip() == "22"
     assert i18n.percent(0.835, 1, lang=lang).replace(",", ".").startswith(format(0.835, ".1%")[:-1])
 
+
 def test_core_sentences_are_english_for_json_and_translated_for_people():
     text = msg("%(where)s keeps %(margin)s free", where="RTX 4090", margin=gib(3.5 * (1 << 30)))
     assert text == "RTX 4090 keeps 3.50 GiB free" and json.dumps(text) == '"RTX 4090 keeps 3.50 GiB free"'

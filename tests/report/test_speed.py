@@ -405,6 +405,7 @@ def test_apple_gpus_with_neural_accelerators_prefill_at_the_fitted_multiple_of_t
         assert cal.device_tflops(dev, "llama.cpp/metal") == pytest.approx(expected), name
     assert not apple_gpu_tensor(find_gpu("RTX 4090").device())
 
+
 def test_moe_expert_kernels_add_their_latency_dense_models_do_not():
     from fitprobe.estimator.speed import decode_parts, decode_terms
 
