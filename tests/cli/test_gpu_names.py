@@ -44,6 +44,8 @@ def test_ti_and_super_are_other_products():
     ("A100", ["a100-pcie-40gb", "a100-pcie-80gb", "a100-sxm4-40gb", "a100-sxm4-80gb"]),
     ("A100 80GB", ["a100-pcie-80gb", "a100-sxm4-80gb"]),
     ("H20", ["h20-141gb", "h20-96gb"]),
+    ("P100", ["tesla-p100-pcie-12gb", "tesla-p100-pcie-16gb", "tesla-p100-sxm2-16gb"]),
+    ("AMD Instinct MI60 / MI50", ["mi50-16gb", "mi50-32gb"]),  # rocm-smi's name for every Vega 20 Instinct card
 ])
 def test_a_name_shared_by_memory_variants_is_ambiguous(name, expected):
     assert keys(name) == expected and find_gpu(name) is None
@@ -56,6 +58,9 @@ def test_a_name_shared_by_memory_variants_is_ambiguous(name, expected):
     ("H100", "h100-sxm"),  # a stored alias picks among parts of one memory size
     ("Radeon RX 7900 XTX", "rx-7900-xtx"), ("RX 7900 XTX", "rx-7900-xtx"), ("Intel Arc B580", "arc-b580"),
     ("Tesla P40", "tesla-p40"), ("GTX 1080 Ti", "gtx-1080-ti"), ("rtx-4090", "rtx-4090"),
+    ("Tesla P100-PCIE-16GB", "tesla-p100-pcie-16gb"), ("Tesla P100-PCIE-12GB", "tesla-p100-pcie-12gb"),
+    ("Tesla P100-SXM2-16GB", "tesla-p100-sxm2-16gb"), ("MI50 32GB", "mi50-32gb"), ("MI60", "mi60"),
+    ("AMD Instinct MI60 / MI50 32GB", "mi50-32gb"), ("AMD Instinct MI60 / MI50 16GB", "mi50-16gb"),
 ])
 def test_the_variant_given_picks_one(name, key):
     assert keys(name) == [key]
