@@ -91,7 +91,7 @@ class GpuEntry:
                       fp4=bool(self.fp4), unified_memory=self.unified_memory, nvlink=self.nvlink,
                       tdp_w=self.tdp_w / n if self.tdp_w else None,
                       price_usd=self.price_usd / n if self.price_usd else None, catalog_key=self.key,
-                      compute_capability=self.compute_capability)
+                      compute_capability=self.compute_capability, gpu_cores=self.gpu_cores)
 
 
 def _expand(entry: GpuEntry) -> list[GpuEntry]:

@@ -114,6 +114,8 @@ class ChipCompute:
     chip: str
     tflops: float
     source: str
+    gpu_cores: int | None = doc(default=None, gt=0, description="the bin the figure is for, where the chip is sold with "
+                                                               "several core counts: a device of another bin scales it")
 
 
 # GeForce cards run FP16 matmuls with FP32 accumulation, the catalog's fp16_tflops, at a quarter of their INT8
@@ -230,7 +232,8 @@ class SpeedCalibration:
             tensor = self.apple_tensor_compute if apple_gpu_tensor(device) else 1.0
             for c in self.apple_compute:
                 if c.chip == chip:
-                    return c.tflops * tensor * own
+                    cores = device.gpu_cores / c.gpu_cores if device.gpu_cores and c.gpu_cores else 1.0
+                    return c.tflops * cores * tensor * own
         eff = self.efficiency(backend)
         own = self._measured_rate(device.catalog_key, backend)
         if own is not None:

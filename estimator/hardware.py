@@ -39,6 +39,8 @@ class Device:
     price_usd: float | None = None
     catalog_key: str | None = None
     compute_capability: str | None = doc(default=None, description='NVIDIA "8.6" (gates CUDA graphs); AMD "gfx1100"')
+    gpu_cores: int | None = doc(default=None, gt=0, description="GPU cores of the chip's bin, where a chip is sold in "
+                                                               "several (Apple: an M4 Max has 32 or 40)")
 
 
 @record

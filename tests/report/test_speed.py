@@ -288,6 +288,17 @@ def test_layer_split_prefill_does_not_add_the_gpus_tflops():
     assert any("layer split" in n for n in long_two.notes)
 
 
+def test_a_binned_apple_chip_computes_at_its_cores_share():
+    """An M4 Max is sold with 32 or 40 GPU cores (36 GB: 32) and an M3 Max with 30 or 40; the shader figure is the
+    40-core bin's, so the smaller bin prefills at its share of it (it was priced at the full bin's rate, and the
+    36 GB M4 Max's published prompts then pulled the whole chip's factor down)."""
+    for small, full, share in (("M4 Max 36GB", "M4 Max 128GB", 32 / 40), ("M3 Max 36GB", "M3 Max 64GB", 30 / 40)):
+        a, b = find_gpu(small).device(), find_gpu(full).device()
+        assert CAL.device_tflops(a, "llama.cpp/metal") == pytest.approx(share * CAL.device_tflops(b, "llama.cpp/metal"))
+    m1 = find_gpu("M1 Max 64GB").device()  # its bin is not in the catalog: the chip's figure as published
+    assert m1.gpu_cores is None and CAL.device_tflops(m1, "llama.cpp/metal") > 0
+
+
 def test_apple_max_chips_get_prefill_and_ttft():
     for gpu in ("M3 Max 64GB", "M4 Max 128GB", "MacBook Pro M4 Max 128GB"):
         *_, s = _run("llama-3.1-8b-instruct", gpu, context=4096)
