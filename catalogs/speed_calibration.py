@@ -173,7 +173,7 @@ class SpeedCalibration:
                                           "shaders kept gaining through 2025): fitted so those runs still "
                                           "calibrate the rest; a plan uses the backend's compute")
     bandwidth_drift: dict[str, float] = doc(
-        default_factory=dict, description="per backend (llama.cpp's Vulkan ones share one), the decode bandwidth share "
+        default_factory=dict, description="per backend (each Vulkan vendor its own), the decode bandwidth share "
                                           "a build gave up per year of age before 2026-09, the newest runs' month "
                                           "(log units: a run of 2025-03 streams at exp(-1.5·drift) of η): fitted so "
                                           "older runs still calibrate η and the rest; a plan uses the backend's η")

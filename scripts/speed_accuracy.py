@@ -10,10 +10,10 @@ columns of llama.cpp's MMQ expert tiles a prompt pays), α (the attention's rate
 context relative to the matmuls'), batched-decode MFU and
 the layer-split pipeline share ρ; on CUDA the t_fixed of runs without CUDA graphs (the run's build and GPU
 say which) and that of graph builds from before 2026 (a plan pays the recent builds'); per backend the prefill MFU
-of builds before 2026 relative to the recent ones' (one for llama.cpp's Vulkan backends; a plan pays the recent
-one); per backend the decode bandwidth share a build gave up per year of its age (a plan pays the newest runs'
-one); one factor for recurrent / gated-delta-net models. It is hierarchical: the backend constants are first fitted on the points
-of every GPU backend together (the prior), then each backend's on its own points
+of builds before 2026 relative to the recent ones' (a plan pays the recent one); per backend the decode bandwidth
+share a build gave up per year of its age (a plan pays the newest runs' one); one factor for recurrent /
+gated-delta-net models. It is hierarchical: the backend constants are first fitted on the points of every GPU
+backend together (the prior), then each backend's on its own points
 plus PRIOR_WEIGHT × its log distance from the prior, so a backend that one or two sources measure stays near
 what all backends show instead of following one publication to a bound; a backend without points takes
 the prior. Under the backend, each chip's bandwidth and compute share (device_factors) is fitted the same way: drawn
@@ -141,7 +141,6 @@ class Case:
         self.pdl = overlaps_launches(self.key, self.devices) and (p.date is None or p.date >= PDL_SINCE)
         self.earlier = p.date is not None and p.date < RECENT_SINCE
         self.age = build_age(p.date)
-        self.era = era_group(self.key)
         self.chip = chip_key(ref) if ref else None
         if ref and ref.unified_memory:
             self.ram_bw = ref.bandwidth_gbs
@@ -170,7 +169,7 @@ class Case:
         tf = [cal.device_tflops(d, self.key) for d in self.devices]
         bw = [cal.device_bandwidth(d, self.key) for d in self.devices]
         if self.p.kind == "decode":
-            g = cal.bandwidth_drift.get(self.era)
+            g = cal.bandwidth_drift.get(self.key)
             if g and self.age:
                 bw = [b * exp(-g * self.age) for b in bw]
             tflops = (sum(tf) if self.terms.parallel else min(tf)) if self.devices and all(tf) else None
@@ -416,11 +415,14 @@ def _fit_chips(cases: list[Case], cal: SpeedCalibration) -> None:
 def _fit_eras(cases: list[Case], cal: SpeedCalibration) -> None:
     """Each backend's prefill MFU on builds before RECENT_SINCE relative to its own, drawn towards 1 as a chip's
     share is (PRIOR_WEIGHT × points per source), on the devices with a catalogued rate (a measured one is the
-    runs' own). The Vulkan backends share one: one set of shaders."""
+    runs' own). llama.cpp's Vulkan backends share their shaders but not their paths (coopmat2 on NVIDIA only, tile
+    sizes per vendor): one factor each, not one for all (NVIDIA's older builds fit 0.94 of today's MFU, AMD's 0.71;
+    held out on the 647 points of Dec 2026 the Vulkan runs' mean |log error| went 0.209 → 0.186 in prefill and
+    0.122 → 0.117 in decode)."""
     groups: dict[str, list[Case]] = {}
     for c in cases:
         if c.earlier and c.p.kind == "prefill" and c.rated:
-            groups.setdefault(c.era, []).append(c)
+            groups.setdefault(c.key, []).append(c)
     for group, g in sorted(groups.items()):
         keys = sorted({c.key for c in g})
         weight = _pull(g)
@@ -434,12 +436,12 @@ def _fit_eras(cases: list[Case], cal: SpeedCalibration) -> None:
 
 
 def _fit_drift(cases: list[Case], cal: SpeedCalibration) -> None:
-    """Each backend's decode bandwidth share lost per year of build age (one for llama.cpp's Vulkan backends), drawn
-    towards 0 as a chip's share is towards 1 (PRIOR_WEIGHT × points per source × |drift · 1 year|)."""
+    """Each backend's decode bandwidth share lost per year of build age, drawn towards 0 as a chip's share is
+    towards 1 (PRIOR_WEIGHT × points per source × |drift · 1 year|); each Vulkan vendor its own, as in _fit_eras."""
     groups: dict[str, list[Case]] = {}
     for c in cases:
         if c.p.kind == "decode" and c.devices:
-            groups.setdefault(c.era, []).append(c)
+            groups.setdefault(c.key, []).append(c)
     for group, g in sorted(groups.items()):
         if not any(c.age for c in g):
             continue
@@ -452,11 +454,6 @@ def _fit_drift(cases: list[Case], cal: SpeedCalibration) -> None:
             cal.bandwidth_drift[group] = v
         _descend_linear(get, put, lambda g=g, w=weight: _score(g, cal) + w * abs(get()), *BOUNDS["bandwidth_drift"],
                         steps=32)
-
-
-def era_group(key: str) -> str:
-    """The backends whose code changed together: llama.cpp's Vulkan ones share their shaders."""
-    return "llama.cpp/vulkan" if key.startswith("llama.cpp/vulkan") else key
 
 
 def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCalibration:

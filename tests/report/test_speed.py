@@ -8,7 +8,7 @@ from fitprobe.estimator.fields import replace
 from fitprobe.catalogs.gpus import find_gpu, load_gpus
 from fitprobe.catalogs.quants import quant_table
 from fitprobe.catalogs.resolve import resolve
-from fitprobe.catalogs.speed_calibration import load_calibration, load_points, point_inputs
+from fitprobe.catalogs.speed_calibration import load_calibration, load_points, point_inputs, tensor_rate
 from fitprobe.estimator.hardware import Hardware
 from fitprobe.estimator.memory import estimate
 from fitprobe.estimator.quant import weight_bytes
@@ -120,8 +120,8 @@ def test_llama_cpp_cuda_prefill_is_priced_on_the_int8_tensor_rate():
     a100, rtx4090 = find_gpu("A100 SXM4 80GB").device(), find_gpu("RTX 4090").device()
     ratio = prefill("A100 SXM4 80GB", "llama.cpp") / prefill("RTX 4090", "llama.cpp")
     assert ratio == pytest.approx(a100.int8_tops / rtx4090.int8_tops, rel=0.15)  # was ~1.9
-    # a GeForce card's figure is as before
-    assert CAL.device_tflops(rtx4090, "llama.cpp/cuda") == pytest.approx(rtx4090.fp16_tflops, rel=1e-3)
+    # a GeForce card's figure is as before (its fitted chip factor aside)
+    assert tensor_rate(rtx4090, "llama.cpp/cuda") == pytest.approx(rtx4090.fp16_tflops, rel=1e-3)
     assert prefill("A100 SXM4 80GB", "vllm") > 1.5 * prefill("RTX 4090", "vllm")
 
 
@@ -579,9 +579,11 @@ def test_hopper_and_newer_overlap_the_kernels_of_a_decode_step():
 
 
 def test_builds_before_2026_prefill_at_their_own_share_which_a_plan_does_not_pay():
-    """The fit reads the Vulkan runs of 2025 builds at their own share of the MFU (one for all Vulkan backends: one
-    set of shaders); a plan prefills at the recent builds' rate."""
-    assert CAL.earlier_compute["llama.cpp/vulkan-amd"] == CAL.earlier_compute["llama.cpp/vulkan-nvidia"] < 0.8
+    """The fit reads the runs of 2025 builds at their own share of the MFU, one per backend and Vulkan vendor (the
+    shaders are shared, their paths are not: coopmat2 runs on NVIDIA only); a plan prefills at the recent builds'
+    rate."""
+    assert CAL.earlier_compute["llama.cpp/vulkan-amd"] < 0.8  # RADV and AMDVLK prompts gained most through 2025
+    assert CAL.earlier_compute["llama.cpp/vulkan-amd"] != CAL.earlier_compute["llama.cpp/vulkan-nvidia"]
     spec, w, st, hw, mem, _ = _run("llama-3.1-8b-instruct", "RTX 4090", quant="Q4_K_M", context=4096)
     for key in ("vulkan", "cuda"):
         plain = estimate_speed(spec, w, st, hw, mem, calibration=CAL, backend=key)
@@ -644,7 +646,8 @@ def test_a_card_without_runs_of_its_own_prefills_at_a_same_die_cards_measured_ra
     assert s.backend == "llama.cpp/cuda" and s.prefill_tps and s.ttft_ms
     assert any("tesla-p40" in n and "same die" in n for n in s.notes)
     alone = estimate_speed(spec, w, st, hw, mem, calibration=replace(CAL, die_siblings=[]))
-    assert alone.prefill_tps is None and alone.decode_tps == s.decode_tps
+    # without a compute figure decode has no compute bound either: never slower
+    assert alone.prefill_tps is None and alone.decode_tps >= s.decode_tps
 
 
 def test_a_speed_carries_its_backends_held_out_error():
