@@ -114,8 +114,8 @@ class ChipCompute:
     chip: str
     tflops: float
     source: str
-    gpu_cores: int | None = doc(default=None, gt=0, description="the bin the figure is for, where the chip is sold with "
-                                                               "several core counts: a device of another bin scales it")
+    gpu_cores: int | None = doc(default=None, gt=0, description="the bin the figure is for, where the chip is sold "
+                                                               "with several core counts: another bin scales it")
 
 
 # GeForce cards run FP16 matmuls with FP32 accumulation, the catalog's fp16_tflops, at a quarter of their INT8
