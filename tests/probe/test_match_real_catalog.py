@@ -28,9 +28,20 @@ def _match(name, mem, vendor="nvidia", **kw):
     ("NVIDIA GeForce RTX 4090 Laptop GPU", 16376, "rtx-4090-laptop"),
     ("NVIDIA GeForce RTX 4090", 24564, "rtx-4090"),
     ("Tesla P40", 24576, "tesla-p40"),
+    ("Tesla P100-PCIE-16GB", 16280, "tesla-p100-pcie-16gb"),
+    ("Tesla P100-PCIE-12GB", 12198, "tesla-p100-pcie-12gb"),
+    ("Tesla P100-SXM2-16GB", 16280, "tesla-p100-sxm2-16gb"),
 ])
 def test_nvidia_names_with_probed_memory(name, mib, key):
     assert _match(name, mib * MiB)[0] == key
+
+
+@pytest.mark.parametrize("total, key", [(17163091968, "mi50-16gb"), (34342961152, "mi50-32gb")])
+def test_rocm_smis_name_for_vega20_instinct_cards_resolves_by_memory(total, key):
+    """ROCm names a 16 GB and a 32 GB MI50 alike, 'AMD Instinct MI60 / MI50' (the 16 GB card of probe-samples
+    rocm-smi-*_2xMI50+Cezanne, VRAM Total 17163091968 B; 32 GB cards in llama.cpp's device lists, 32752 MiB): the
+    probed memory picks the row."""
+    assert _match("AMD Instinct MI60 / MI50", total, vendor="amd")[0] == key
 
 
 @pytest.mark.parametrize("name, vendor, key", [
