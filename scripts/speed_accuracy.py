@@ -423,15 +423,14 @@ def _fit_eras(cases: list[Case], cal: SpeedCalibration) -> None:
     for c in cases:
         if c.earlier and c.p.kind == "prefill" and c.rated:
             groups.setdefault(c.key, []).append(c)
-    for group, g in sorted(groups.items()):
-        keys = sorted({c.key for c in g})
+    for key, g in sorted(groups.items()):
         weight = _pull(g)
 
-        def get(keys=keys):
-            return cal.earlier_compute.get(keys[0], 1.0)
+        def get(key=key):
+            return cal.earlier_compute.get(key, 1.0)
 
-        def put(v, keys=keys):
-            cal.earlier_compute.update({k: v for k in keys})
+        def put(v, key=key):
+            cal.earlier_compute[key] = v
         _descend(get, put, lambda g=g, w=weight: _score(g, cal) + w * abs(log(get())), *BOUNDS["earlier_compute"])
 
 
@@ -442,16 +441,16 @@ def _fit_drift(cases: list[Case], cal: SpeedCalibration) -> None:
     for c in cases:
         if c.p.kind == "decode" and c.devices:
             groups.setdefault(c.key, []).append(c)
-    for group, g in sorted(groups.items()):
+    for key, g in sorted(groups.items()):
         if not any(c.age for c in g):
             continue
         weight = _pull(g)
 
-        def get(group=group):
-            return cal.bandwidth_drift.get(group, 0.0)
+        def get(key=key):
+            return cal.bandwidth_drift.get(key, 0.0)
 
-        def put(v, group=group):
-            cal.bandwidth_drift[group] = v
+        def put(v, key=key):
+            cal.bandwidth_drift[key] = v
         _descend_linear(get, put, lambda g=g, w=weight: _score(g, cal) + w * abs(get()), *BOUNDS["bandwidth_drift"],
                         steps=32)
 
