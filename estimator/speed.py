@@ -9,7 +9,9 @@ sequences touches, E·(1-(1-k/E)^B)) plus each sequence's KV cache, once:
 K counts the weight matrices and norm vectors the step applies (290 on Llama-2-7B), the small kernels
 whose launches and tails t_fixed stands for. P_d is the weights device d holds that the step reads:
 dequantising and multiplying them is ALU work that a chip with slow ALUs for its bandwidth (an M1 Max) cannot hide behind the reads. t_moe is the
-router/gather/expert-launch latency of 32 MoE blocks, on top of their reads.
+router/gather/expert-launch latency of 32 MoE blocks, on top of their reads. On a CUDA GPU without dp4a (compute
+capability 6.0) llama.cpp's integer kernels, MMVQ here and MMQ for a prompt's routed experts, run at NO_DP4A_SHARE of
+its FP16 figure.
 llama.cpp's default layer split runs the devices one after another, so their times add; vLLM/SGLang
 tensor parallel runs them side by side, so one rank's share counts. BW_cpu = min(RAM bandwidth · η_cpu,
 threads · per-core bandwidth): a few cores cannot saturate a wide memory system.
@@ -251,6 +253,8 @@ class PrefillTerms:
                                                  "where it tiles them by the micro-batch (llama.cpp CUDA/HIP; else None)")
     expert_fraction: float = doc(default=0.0, description="k/E: a routed expert's matmuls see this share of a "
                                                           "micro-batch's tokens")
+    expert_rate: float = doc(default=1.0, gt=0, le=1, description="the routed experts' kernel rate relative to "
+                                                                  "the dense matmuls' beyond κ (MMQ without dp4a)")
     device_weights: list[float]
     cpu_weights: float
     chunks_per_batch: int
@@ -337,6 +341,30 @@ def cuda_pdl(device: Device) -> bool:
         return bool(device.compute_capability) and float(device.compute_capability) >= CUDA_PDL_MIN_CC
     except ValueError:
         return False
+
+
+# llama.cpp's quantized CUDA kernels take their 8-bit dot products with dp4a (GGML_CUDA_CC_DP4A = 610,
+# ggml-cuda/common.cuh), one per lane and clock on Pascal at the FP32 rate: MMVQ in decode, MMQ for the routed
+# experts of a prompt. Compute capability 6.0 (GP100, the Tesla P100) has none, and ggml_cuda_dp4a falls back to
+# byte-wise multiply-adds on the FP32 lanes; the catalog's figure for such a card is its packed-FP16 rate, twice the
+# FP32 one. Those kernels run at half of it. The fallback issues more instructions (scripts/dp4a_emulation.py: 1.56x
+# in MMVQ's loops, 3.12x in MMQ's) but is not charged for them: the dp4a Pascal cards' runs put MMVQ at ε ≈ 0.07 of
+# their issue rate, far from issue bound, and the P100's own runs (one publication, which cannot calibrate a factor
+# of its own) sit near half the figure, not a third or a sixth. F16 weights and dense prompts (cuBLAS) keep it.
+CUDA_DP4A_MIN_CC = 6.1
+NO_DP4A_SHARE = 0.5
+
+
+def integer_dot_share(key: str, device: Device, quant: str) -> float:
+    """The share of a device's compute figure at which llama.cpp's integer dot-product kernels (MMVQ, MMQ)
+    multiply `quant` weights: below 1 only on CUDA GPUs without dp4a."""
+    if key != "llama.cpp/cuda" or quant.upper().removeprefix("UD-") in UNQUANTIZED:
+        return 1.0
+    try:
+        cc = float(device.compute_capability) if device.compute_capability else None
+    except ValueError:
+        return 1.0
+    return NO_DP4A_SHARE if cc is not None and cc < CUDA_DP4A_MIN_CC else 1.0
 
 
 def overlaps_launches(key: str, devices: list[Device]) -> bool:
@@ -609,6 +637,8 @@ def prefill_terms(spec: ModelSpec, w: WeightBytes, st: RunSettings, hw: Hardware
             tiles = [expert_tiles(cc, st.quant, m, spec.moe.n_experts_used, spec.moe.n_experts) for m in sizes]
             if any(tiles):
                 chunks.update(chunk_expert_tiles=tiles)
+            chunks.update(expert_rate=integer_dot_share(backend_key(st.engine, devices[0], backend), devices[0],
+                                                        st.quant))
     # llama_context (src/llama-context.cpp l. 432) pipelines micro-batches across devices only when every block
     # and the output layer are on them and no tensor is overridden (--n-cpu-moe, -ot)
     pipelined = mem.gpu_layers >= spec.n_layers and not (cpu_expert_layers or st.cpu_moe_layers)
@@ -665,13 +695,15 @@ def cpu_stream_gbs(cpu: CpuRates, ram_bw_gbs: float | None, threads: int | None,
 
 
 def tile_flops(flops: float, expert_flops: float, tokens: int, expert_fraction: float, eff: Efficiency,
-               attention_flops: float = 0.0, expert_tiles: tuple[int, float] | None = None) -> float:
+               attention_flops: float = 0.0, expert_tiles: tuple[int, float] | None = None,
+               expert_rate: float = 1.0) -> float:
     """A micro-batch's FLOPs as the kernels pay for them: a matmul over m tokens runs at m/(m + m½) of the
     large-batch rate, i.e. each weight it loads costs 2·m½ FLOPs more. A routed expert sees only m·k/E of the
     tokens (64 of 512 on a 32-expert top-4 model, 4 of 64 on 128 experts top-8), so MoE prefill at small
     micro-batches loses most of the rate; but only the experts the micro-batch reaches, E·(1-(1-k/E)^m), are
     loaded (64 % of them at 16 tokens on 128 experts top-8). The expert kernels' large-batch rate is κ of the
-    dense one, the attention's (QKᵀ and PV, which load no weights) α of it."""
+    dense one (× `expert_rate` on a GPU without dp4a), the attention's (QKᵀ and PV, which load no
+    weights) α of it."""
     dense = flops - expert_flops - attention_flops
     per_expert = tokens * expert_fraction
     out = dense * (tokens + eff.half_tokens) / tokens
@@ -682,7 +714,7 @@ def tile_flops(flops: float, expert_flops: float, tokens: int, expert_fraction: 
         width, tiles = expert_tiles or (0, 1.0)
         padding = eff.tile_padding * (reached * tiles * width - per_expert) if expert_tiles else 0.0
         cols = per_expert + padding + reached * tiles * eff.half_tokens
-        out += expert_flops * cols / per_expert / eff.expert_compute
+        out += expert_flops * cols / per_expert / (eff.expert_compute * expert_rate)
     return out + attention_flops / eff.attention_compute
 
 
@@ -699,7 +731,8 @@ def prefill_seconds(t: PrefillTerms, devices: list[Device], device_tflops: list[
     for i, f in enumerate(t.chunk_flops):
         if t.chunk_tokens:
             f = tile_flops(f, t.chunk_expert_flops[i], t.chunk_tokens[i], t.expert_fraction, eff,
-                           t.chunk_attention_flops[i], t.chunk_expert_tiles[i] if t.chunk_expert_tiles else None)
+                           t.chunk_attention_flops[i], t.chunk_expert_tiles[i] if t.chunk_expert_tiles else None,
+                           t.expert_rate)
         per = []
         for j, (dev, tf, wb) in enumerate(zip(devices, device_tflops, t.device_weights)):
             part = f / len(devices) if t.parallel else f * wb / share
@@ -817,8 +850,9 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                          "%(ms)s ms of per-step overhead instead of %(full)s, as the 2026 builds measured",
                          ms=Num(eff.fixed_ms * eff.pdl_fixed * fixed_scale(terms), ".1f"),
                          full=Num(eff.fixed_ms * fixed_scale(terms), ".1f")))
+    dot_tflops = [tf and tf * integer_dot_share(key, d, settings.quant) for d, tf in zip(devices, dev_tflops)]
     parts = decode_parts(terms, devices, eff, quant, cpu, ram_bw_gbs=ram_bw, threads=threads, tflops=tflops,
-                         cpu_ghz=ghz, cpu_arch=hw.cpu_arch, arch_factor=arch_factor, device_tflops=dev_tflops,
+                         cpu_ghz=ghz, cpu_arch=hw.cpu_arch, arch_factor=arch_factor, device_tflops=dot_tflops,
                          device_bandwidth=dev_bw, graphs=graphs, pdl=pdl)
     if terms.parallel and len(devices) > 1:
         link = terms.link

@@ -45,7 +45,8 @@ from fitprobe.catalogs.speed_calibration import (PATH, DeviceFactor, DeviceRate,
 from fitprobe.estimator.fields import asdict, replace
 from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, HeldOutError, QuantRates,
                                       apple_gpu_tensor, backend_key, chip_key, cpu_prefill_seconds, decode_parts,
-                                      decode_terms, overlaps_launches, prefill_seconds, prefill_terms, quant_family)
+                                      decode_terms, integer_dot_share, overlaps_launches, prefill_seconds,
+                                      prefill_terms, quant_family)
 
 # Bounds keep the fit physical: η ≤ 0.95 of peak; t_fixed within FORMULAS §4.1's ranges (≤ 6 ms);
 # MFU ≤ 1.2 of the catalog's dense FP16 figure (AMD's dual-issue figures make > 1 impossible, NVIDIA
@@ -135,6 +136,7 @@ class Case:
         ref = hw.devices[0] if hw.devices else None
         self.key = backend_key(p.engine, ref, p.backend)
         self.family = quant_family(st.quant)
+        self.dot_share = [integer_dot_share(self.key, d, st.quant) for d in hw.devices]
         self.recurrent = bool(spec.recurrent_layers) and p.engine == "llama.cpp"
         self.graphs = self.key != "llama.cpp/cuda" or ran_cuda_graphs(p, hw.devices)
         self.recent = ran_recent_build(p, self.key, self.graphs)
@@ -175,8 +177,10 @@ class Case:
             tflops = (sum(tf) if self.terms.parallel else min(tf)) if self.devices and all(tf) else None
             if not self.devices and self.threads:
                 tflops = cal.cpu.prefill_gflops(self.threads, self.ghz, self.arch) / 1e3
+            dot = [t and t * share for t, share in zip(tf, self.dot_share)]
             parts = decode_parts(self.terms, self.devices, eff, q, cal.cpu, ram_bw_gbs=self.ram_bw,
-                                 threads=self.threads, tflops=tflops, cpu_ghz=self.ghz, cpu_arch=self.arch, arch_factor=arch, device_tflops=tf,
+                                 threads=self.threads, tflops=tflops, cpu_ghz=self.ghz, cpu_arch=self.arch,
+                                 arch_factor=arch, device_tflops=dot,
                                  device_bandwidth=bw, graphs=self.graphs, pdl=self.pdl)
             return self.p.batch * 1e3 / sum(parts.values())
         if not self.devices:

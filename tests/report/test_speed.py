@@ -536,6 +536,31 @@ def test_gpus_before_volta_decode_without_cuda_graphs():
     assert cuda_graphs(find_gpu("V100 SXM2 32GB").device()) and cuda_graphs(replace(hw.devices[0], compute_capability=None))
 
 
+def test_a_gpu_without_dp4a_runs_the_integer_dot_products_at_its_fp32_rate():
+    """Compute capability 6.0 (Tesla P100) has no dp4a: llama.cpp's MMVQ (decode) and MMQ (routed experts) run
+    byte-wise multiply-adds on its FP32 lanes, half the packed-FP16 figure the catalog gives it. Its F16 weights,
+    other backends and dp4a cards (6.1 on) keep their figure."""
+    from fitprobe.estimator.speed import NO_DP4A_SHARE, integer_dot_share, prefill_terms
+
+    p100, p40 = find_gpu("Tesla P100 16GB PCIe").device(), find_gpu("Tesla P40").device()
+    cuda = "llama.cpp/cuda"
+    assert integer_dot_share(cuda, p100, "UD-Q4_K_XL") == NO_DP4A_SHARE == 0.5
+    assert integer_dot_share(cuda, p40, "Q4_K_M") == 1
+    assert integer_dot_share(cuda, p100, "F16") == 1
+    assert integer_dot_share("llama.cpp/vulkan", p100, "Q4_K_M") == 1
+    assert integer_dot_share(cuda, replace(p100, compute_capability=None), "Q4_K_M") == 1
+
+    spec, w, st, hw, mem, s = _run("gpt-oss-20b", "Tesla P100 16GB PCIe", quant="MXFP4", context=4096)
+    dp4a = Hardware(devices=[replace(hw.devices[0], compute_capability="6.1")])
+    with_dp4a = estimate_speed(spec, w, st, dp4a, mem, calibration=CAL)
+    assert s.decode_tps < with_dp4a.decode_tps  # its decode is bound by the dot products' rate
+    fast = replace(CAL, backends={k: replace(e, decode_compute=1e3) for k, e in CAL.backends.items()})
+    assert estimate_speed(spec, w, st, hw, mem, calibration=fast).decode_tps == pytest.approx(
+        estimate_speed(spec, w, st, dp4a, mem, calibration=fast).decode_tps)  # only the ALU bound differs
+    assert prefill_terms(spec, w, st, hw, mem, tokens=512, depth=0).expert_rate == NO_DP4A_SHARE
+    assert prefill_terms(spec, w, st, dp4a, mem, tokens=512, depth=0).expert_rate == 1
+
+
 def test_a_plan_pays_the_recent_builds_step_overhead():
     """llama.cpp's CUDA step overhead fell through 2025-26 (kernel fusion, PDL on Hopper+): the graph builds from
     before 2026 calibrate with their own, larger t_fixed, and a plan (the pinned build) pays the recent one.
