@@ -851,6 +851,11 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                          ms=Num(eff.fixed_ms * eff.pdl_fixed * fixed_scale(terms), ".1f"),
                          full=Num(eff.fixed_ms * fixed_scale(terms), ".1f")))
     dot_tflops = [tf and tf * integer_dot_share(key, d, settings.quant) for d, tf in zip(devices, dev_tflops)]
+    for d in {d.catalog_key: d for d in devices}.values():
+        if integer_dot_share(key, d, settings.quant) < 1:
+            notes.append(msg("%(gpu)s (compute capability %(cc)s) has no dp4a: llama.cpp's quantized CUDA kernels "
+                             "multiply byte by byte on its FP32 lanes, at half its FP16 figure", gpu=d.name,
+                             cc=d.compute_capability))
     parts = decode_parts(terms, devices, eff, quant, cpu, ram_bw_gbs=ram_bw, threads=threads, tflops=tflops,
                          cpu_ghz=ghz, cpu_arch=hw.cpu_arch, arch_factor=arch_factor, device_tflops=dot_tflops,
                          device_bandwidth=dev_bw, graphs=graphs, pdl=pdl)

@@ -554,6 +554,7 @@ def test_a_gpu_without_dp4a_runs_the_integer_dot_products_at_its_fp32_rate():
     dp4a = Hardware(devices=[replace(hw.devices[0], compute_capability="6.1")])
     with_dp4a = estimate_speed(spec, w, st, dp4a, mem, calibration=CAL)
     assert s.decode_tps < with_dp4a.decode_tps  # its decode is bound by the dot products' rate
+    assert any("no dp4a" in n for n in s.notes) and not any("no dp4a" in n for n in with_dp4a.notes)
     fast = replace(CAL, backends={k: replace(e, decode_compute=1e3) for k, e in CAL.backends.items()})
     assert estimate_speed(spec, w, st, hw, mem, calibration=fast).decode_tps == pytest.approx(
         estimate_speed(spec, w, st, dp4a, mem, calibration=fast).decode_tps)  # only the ALU bound differs
