@@ -34,6 +34,16 @@ def _nvidia_cc(cc: str | None) -> float | None:
         return None
 
 
+# GGML_CUDA_CC_DP4A (ggml-cuda/common.cuh): below it ggml_cuda_dp4a falls back to byte-wise multiply-adds.
+CUDA_DP4A_MIN_CC = 6.1
+
+
+def lacks_dp4a(cc_name: str | None) -> bool:
+    """Whether an NVIDIA GPU of compute capability `cc_name` has no dp4a (unknown or AMD: not known to lack it)."""
+    cc = _nvidia_cc(cc_name)
+    return cc is not None and cc < CUDA_DP4A_MIN_CC
+
+
 def _amd_gfx(cc: str | None) -> int | None:
     """gfx1100 → 0x1100, gfx90a → 0x90a: ggml's AMD compute-capability numbers."""
     cc = (cc or "").lower()
@@ -66,7 +76,7 @@ def _mmq_accepts(cc_name: str | None, quant: str, tokens: int, n_experts: int) -
     if cc is not None:
         if cc >= 7.5:  # Turing integer MMA
             return True
-        if cc < 6.1:  # no dp4a: MMQ for MoE only, from Pascal on
+        if cc < CUDA_DP4A_MIN_CC:  # no dp4a: MMQ for MoE only, from Pascal on
             return cc >= 6.0 and n_experts > 0
         return cc < 7.0 or tokens < MMQ_DP4A_MAX_BATCH  # FP16 tensor cores (Volta) beat dp4a MMQ on big batches
     gfx = _amd_gfx(cc_name)

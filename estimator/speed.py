@@ -46,7 +46,8 @@ import re
 
 from fitprobe.estimator.fields import doc, record
 
-from .expert_kernels import SORTED_CALL_LAUNCHES, UNQUANTIZED, dequantizes, expert_matmuls, expert_tiles, sorted_path
+from .expert_kernels import (SORTED_CALL_LAUNCHES, UNQUANTIZED, dequantizes, expert_matmuls, expert_tiles, lacks_dp4a,
+                             sorted_path)
 from .hardware import Device, Hardware
 from .memory import MemoryBreakdown
 from .message import Num, gib, msg
@@ -351,20 +352,14 @@ def cuda_pdl(device: Device) -> bool:
 # in MMVQ's loops, 3.12x in MMQ's) but is not charged for them: the dp4a Pascal cards' runs put MMVQ at ε ≈ 0.07 of
 # their issue rate, far from issue bound, and the P100's own runs (one publication, which cannot calibrate a factor
 # of its own) sit near half the figure, not a third or a sixth. F16 weights and dense prompts (cuBLAS) keep it.
-CUDA_DP4A_MIN_CC = 6.1
 NO_DP4A_SHARE = 0.5
 
 
 def integer_dot_share(key: str, device: Device, quant: str) -> float:
     """The share of a device's compute figure at which llama.cpp's integer dot-product kernels (MMVQ, MMQ)
     multiply `quant` weights: below 1 only on CUDA GPUs without dp4a."""
-    if key != "llama.cpp/cuda" or quant.upper().removeprefix("UD-") in UNQUANTIZED:
-        return 1.0
-    try:
-        cc = float(device.compute_capability) if device.compute_capability else None
-    except ValueError:
-        return 1.0
-    return NO_DP4A_SHARE if cc is not None and cc < CUDA_DP4A_MIN_CC else 1.0
+    emulated = key == "llama.cpp/cuda" and quant_family(quant) != "f16" and lacks_dp4a(device.compute_capability)
+    return NO_DP4A_SHARE if emulated else 1.0
 
 
 def overlaps_launches(key: str, devices: list[Device]) -> bool:
@@ -850,12 +845,12 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                          "%(ms)s ms of per-step overhead instead of %(full)s, as the 2026 builds measured",
                          ms=Num(eff.fixed_ms * eff.pdl_fixed * fixed_scale(terms), ".1f"),
                          full=Num(eff.fixed_ms * fixed_scale(terms), ".1f")))
-    dot_tflops = [tf and tf * integer_dot_share(key, d, settings.quant) for d, tf in zip(devices, dev_tflops)]
-    for d in {d.catalog_key: d for d in devices}.values():
-        if integer_dot_share(key, d, settings.quant) < 1:
-            notes.append(msg("%(gpu)s (compute capability %(cc)s) has no dp4a: llama.cpp's quantized CUDA kernels "
-                             "multiply byte by byte on its FP32 lanes, at half its FP16 figure", gpu=d.name,
-                             cc=d.compute_capability))
+    dot_shares = [integer_dot_share(key, d, settings.quant) for d in devices]
+    dot_tflops = [tf and tf * share for tf, share in zip(dev_tflops, dot_shares)]
+    for d in {d.catalog_key: d for d, share in zip(devices, dot_shares) if share < 1}.values():
+        notes.append(msg("%(gpu)s (compute capability %(cc)s) has no dp4a: llama.cpp's quantized CUDA kernels "
+                         "multiply byte by byte on its FP32 lanes, at half its FP16 figure", gpu=d.name,
+                         cc=d.compute_capability))
     parts = decode_parts(terms, devices, eff, quant, cpu, ram_bw_gbs=ram_bw, threads=threads, tflops=tflops,
                          cpu_ghz=ghz, cpu_arch=hw.cpu_arch, arch_factor=arch_factor, device_tflops=dot_tflops,
                          device_bandwidth=dev_bw, graphs=graphs, pdl=pdl)

@@ -57,10 +57,15 @@ DP4A = re.compile(r"^(\s*)dp4a\.s32\.s32\s+(%\w+),\s*(%?\w+),\s*(%?\w+),\s*(%?\w
 TIMEOUT_S = 900
 
 
-def run(cmd: list[str], cwd: Path | None = None) -> None:
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S)
+def run(cmd: list[str], cwd: Path | None = None) -> str:
+    """The command's stdout; a one-line exit when it is missing, fails or runs past TIMEOUT_S."""
+    try:
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        sys.exit(f"dp4a_emulation: {cmd[0]}: {e}")
     if done.returncode:
         sys.exit(f"dp4a_emulation: {cmd[0]} failed: {done.stderr.strip().splitlines()[-1:]}")
+    return done.stdout
 
 
 def emulate(ptx: str) -> str:
@@ -109,9 +114,8 @@ def loop(body: str) -> tuple[int, int, int]:
 
 def sass_sizes(cubin: Path) -> dict[str, int]:
     """Instructions per kernel: its .text section's bytes × 3 / 32 (Maxwell/Pascal encoding)."""
-    out = subprocess.run(["readelf", "-SW", str(cubin)], capture_output=True, text=True, timeout=TIMEOUT_S).stdout
     sizes = {}
-    for line in out.splitlines():
+    for line in run(["readelf", "-SW", str(cubin)]).splitlines():
         m = re.search(r"\]\s+\.text\.(\S+)\s+\S+\s+\S+\s+\S+\s+([0-9a-f]+)", line)
         if m:
             sizes[m.group(1)] = int(m.group(2), 16) * 3 // 32
