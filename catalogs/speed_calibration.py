@@ -167,6 +167,10 @@ class SpeedCalibration:
                                           "era (llama.cpp CUDA graph builds before 2026, whose steps fused fewer "
                                           "kernels): fitted so those runs still calibrate η and the rest; a plan uses "
                                           "the backend's fixed_ms")
+    earlier_eager_fixed_ms: dict[str, float] = doc(
+        default_factory=dict, description="the same for builds that launched every kernel themselves (GPUs or builds "
+                                          "without CUDA graphs) before the pinned build's era: fitted so those runs "
+                                          "still calibrate η and the rest; a plan uses the backend's eager_fixed_ms")
     earlier_compute: dict[str, float] = doc(
         default_factory=dict, description="prefill MFU of a backend's published runs from builds before the pinned "
                                           "build's era, relative to its compute (llama.cpp's Vulkan matmul "

@@ -5,14 +5,15 @@ sequences touches, E·(1-(1-k/E)^B)) plus each sequence's KV cache, once:
     t_step = Σ_devices max((dense_d + experts_d) / (BW_d · η · φ_quant), 2·P_d / (TFLOPS_d · ε))
              + t_moe · L_moe,d / 32 + bytes_cpu / BW_cpu + t_fixed · K / 290
              + B · 2·N_active / (TFLOPS · MFU_batch)   (B > 1: batched decode turns compute bound)
-             + tensor parallel: 2 · L · t_allreduce (NVLink or PCIe)
+             + tensor parallel: 2 · L · t_allreduce (NVLink or PCIe); layer split: t_split per device boundary
 K counts the weight matrices and norm vectors the step applies (290 on Llama-2-7B), the small kernels
 whose launches and tails t_fixed stands for. P_d is the weights device d holds that the step reads:
 dequantising and multiplying them is ALU work that a chip with slow ALUs for its bandwidth (an M1 Max) cannot hide behind the reads. t_moe is the
 router/gather/expert-launch latency of 32 MoE blocks, on top of their reads. On a CUDA GPU without dp4a (compute
 capability 6.0) llama.cpp's integer kernels, MMVQ here and MMQ for a prompt's routed experts, run at NO_DP4A_SHARE of
 its FP16 figure.
-llama.cpp's default layer split runs the devices one after another, so their times add; vLLM/SGLang
+llama.cpp's default layer split runs the devices one after another, so their times add, and each device waits
+for the hidden state's copy from the one before (t_split, measured on runs of one model over 1 and N GPUs); vLLM/SGLang
 tensor parallel runs them side by side, so one rank's share counts. BW_cpu = min(RAM bandwidth · η_cpu,
 threads · per-core bandwidth): a few cores cannot saturate a wide memory system.
 Prefill of n tokens, in micro-batches of `ubatch` (vLLM: max_num_batched_tokens):
@@ -111,6 +112,9 @@ class Efficiency:
     decode_compute: float = doc(default=1.0, gt=0, description="ε: MFU of one decode step's matrix-vector kernels "
                                                                 "(2 FLOPs per weight read; dequantising costs ALU work, "
                                                                 "so a chip with slow ALUs can be compute bound)")
+    split_ms: float = doc(default=0.0, ge=0, description="per decode step and device boundary of a layer split: the "
+                                                         "hidden state's copy to the next device, which waits for it "
+                                                         "before its first kernel")
     pipeline: float = doc(default=1.0, ge=0, le=1, description="ρ: share of the ideal layer-split pipeline overlap "
                                                                "prefill reaches over several devices")
     half_tokens: float = doc(default=0.0, ge=0, description="m½: tokens per matrix multiply at which the prefill kernels "
@@ -674,10 +678,17 @@ def decode_parts(t: DecodeTerms, devices: list[Device], eff: Efficiency, quant: 
     overhead = fixed * fixed_scale(t) if devices else 0.0
     if t.parallel and len(devices) > 1:
         overhead += 2 * t.n_layers * ALLREDUCE_US[t.link] / 1e3
+    elif not t.parallel:
+        overhead += eff.split_ms * split_boundaries(t)
     compute = 0.0
     if t.batch > 1 and tflops:
         compute = t.batch * t.flops_per_token / (tflops * 1e12 * eff.batch_compute) * 1e3
     return {"GPU bandwidth": gpu, "system RAM bandwidth": cpu_ms, "per-step overhead": overhead, "compute": compute}
+
+
+def split_boundaries(t: DecodeTerms) -> int:
+    """Device boundaries a layer-split step crosses: one fewer than the devices holding a share of its reads."""
+    return max(0, sum(1 for d, e in zip(t.device_dense, t.device_expert) if d + e > 0) - 1)
 
 
 def cpu_stream_gbs(cpu: CpuRates, ram_bw_gbs: float | None, threads: int | None, ghz: float | None,
@@ -860,8 +871,10 @@ def estimate_speed(spec: ModelSpec, weights: WeightBytes, settings: RunSettings,
                          n=len(devices), link="NVLink" if link == "nvlink" else "PCIe",
                          us=Num(ALLREDUCE_US[link], ".0f")))
     if len(devices) > 1 and not terms.parallel:
-        notes.append(msg("llama.cpp layer split over %(n)s devices: decode runs them one after another, prefill "
-                         "overlaps only the micro-batches of one batch", n=len(devices)))
+        notes.append(msg("llama.cpp layer split over %(n)s devices: decode runs them one after another and waits "
+                         "%(ms)s ms a step at each of the %(b)s boundaries for the hidden state's copy, prefill "
+                         "overlaps only the micro-batches of one batch", n=len(devices), b=split_boundaries(terms),
+                         ms=Num(eff.split_ms, ".2f")))
     step_ms = sum(parts.values())
     bound = max(parts, key=parts.get)
     if bound == "system RAM bandwidth" and cpu_stream_gbs(cpu, ram_bw, threads, ghz, hw.cpu_arch)[1]:

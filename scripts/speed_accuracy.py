@@ -46,7 +46,7 @@ from fitprobe.estimator.fields import asdict, replace
 from fitprobe.estimator.speed import (CUDA_GRAPHS_MIN_CC, CpuRates, Efficiency, HeldOutError, QuantRates,
                                       apple_gpu_tensor, backend_key, chip_key, cpu_prefill_seconds, decode_parts,
                                       decode_terms, integer_dot_share, overlaps_launches, prefill_seconds,
-                                      prefill_terms, quant_family)
+                                      prefill_terms, quant_family, split_boundaries)
 
 # Bounds keep the fit physical: η ≤ 0.95 of peak; t_fixed within FORMULAS §4.1's ranges (≤ 6 ms);
 # MFU ≤ 1.2 of the catalog's dense FP16 figure (AMD's dual-issue figures make > 1 impossible, NVIDIA
@@ -107,10 +107,10 @@ def build_age(date: str | None) -> float:
     return max(0.0, (ay - y) + (am - m) / 12)
 
 
-def ran_recent_build(p: Point, key: str, graphs: bool) -> bool:
-    """Whether a published run's build is of the pinned build's era (only CUDA graph builds are told apart: the
-    eager ones have their own t_fixed). A point without a date is a 2025+ PR build: counted recent."""
-    return key != "llama.cpp/cuda" or not graphs or p.date is None or p.date >= RECENT_SINCE
+def ran_recent_build(p: Point, key: str) -> bool:
+    """Whether a published run's build is of the pinned build's era (only CUDA builds are told apart, graph and
+    eager ones alike). A point without a date is a 2025+ PR build: counted recent."""
+    return key != "llama.cpp/cuda" or p.date is None or p.date >= RECENT_SINCE
 
 
 def ran_cuda_graphs(p: Point, devices) -> bool:
@@ -139,7 +139,7 @@ class Case:
         self.dot_share = [integer_dot_share(self.key, d, st.quant) for d in hw.devices]
         self.recurrent = bool(spec.recurrent_layers) and p.engine == "llama.cpp"
         self.graphs = self.key != "llama.cpp/cuda" or ran_cuda_graphs(p, hw.devices)
-        self.recent = ran_recent_build(p, self.key, self.graphs)
+        self.recent = ran_recent_build(p, self.key)
         self.pdl = overlaps_launches(self.key, self.devices) and (p.date is None or p.date >= PDL_SINCE)
         self.earlier = p.date is not None and p.date < RECENT_SINCE
         self.age = build_age(p.date)
@@ -165,8 +165,10 @@ class Case:
     def estimate(self, cal: SpeedCalibration) -> float | None:
         arch = cal.recurrent_factor if self.recurrent else 1.0
         eff = cal.efficiency(self.key)
-        if not self.recent and self.key in cal.earlier_fixed_ms:
+        if not self.recent and self.graphs and self.key in cal.earlier_fixed_ms:
             eff = replace(eff, fixed_ms=cal.earlier_fixed_ms[self.key])
+        if not self.recent and not self.graphs and self.key in cal.earlier_eager_fixed_ms:
+            eff = replace(eff, eager_fixed_ms=cal.earlier_eager_fixed_ms[self.key])
         q = cal.quant_rates(self.family)
         tf = [cal.device_tflops(d, self.key) for d in self.devices]
         bw = [cal.device_bandwidth(d, self.key) for d in self.devices]
@@ -297,6 +299,7 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
     bat = [c for c in dec if c.p.batch > 1]
     if prior is not None:  # what the backend's points cannot tell is the prior's
         unseen = {"bandwidth": not one, "fixed_ms": not one, "decode_compute": not one, "moe_ms": not moe,
+
                   "compute": not pre, "batch_compute": not bat,
                   "half_tokens": not pre, "expert_compute": not pre_moe, "attention_compute": not pre_deep,
                   "tile_padding": not pre_tiled}
@@ -330,13 +333,14 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
     if eager and len(keys) == 1:  # CUDA builds or GPUs without graphs: their own t_fixed, graphs' one from the rest
         get, put = param("eager_fixed_ms")
         put(get() if get() is not None else get_eff().fixed_ms)
-        _descend_linear(get, put, scorer(eager), *BOUNDS["fixed_ms"], steps=30)
-    earlier = [c for c in one if not c.recent]
-    if earlier and len(keys) == 1:  # graph builds before 2026: their own t_fixed, the recent builds' one from the rest
-        key = keys[0]
-        cal.earlier_fixed_ms.setdefault(key, get_eff().fixed_ms)
-        _descend_linear(lambda: cal.earlier_fixed_ms[key], lambda v: cal.earlier_fixed_ms.__setitem__(key, v),
-                        scorer(earlier), 0.0, top, steps=30)
+        _descend_linear(get, put, scorer([c for c in eager if c.recent] or eager), *BOUNDS["fixed_ms"], steps=30)
+    for graphed, earlier_ms in ((True, cal.earlier_fixed_ms), (False, cal.earlier_eager_fixed_ms)):
+        earlier = [c for c in one if not c.recent and c.graphs == graphed]
+        if earlier and len(keys) == 1:  # builds before 2026: their own t_fixed, the recent ones' from the rest
+            key = keys[0]
+            earlier_ms.setdefault(key, get_eff().fixed_ms if graphed else get_eff().eager_fixed_ms)
+            _descend_linear(lambda m=earlier_ms: m[key], lambda v, m=earlier_ms: m.__setitem__(key, v),
+                            scorer(earlier), 0.0, top, steps=30)
     if moe:
         _descend_linear(*param("moe_ms"), scorer(moe), *BOUNDS["moe_ms"], steps=30)
     if pre:
@@ -459,17 +463,37 @@ def _fit_drift(cases: list[Case], cal: SpeedCalibration) -> None:
                         steps=32)
 
 
+def split_pairs(cases: list[Case]) -> list[tuple[Case, Case]]:
+    """Runs of one publication that differ only in how many devices a layer split spreads the model over."""
+    same = {}
+    for c in cases:
+        if c.p.kind == "decode" and c.p.batch == 1 and c.devices and not c.terms.parallel:
+            same.setdefault((c.p.source, c.p.model, c.p.quant, c.p.gpu, c.p.depth, c.key), []).append(c)
+    return [(a, b) for g in same.values() for a in g for b in g
+            if split_boundaries(a.terms) < split_boundaries(b.terms)]
+
+
+def split_ms(cases: list[Case]) -> float:
+    """t_split, measured rather than fitted: the median over split_pairs of the step time each extra device
+    boundary adds. Fitted with the other constants it absorbs their residuals (0.9 ms); the pairs cancel them."""
+    costs = [(1e3 / b.p.tps - 1e3 / a.p.tps) / (split_boundaries(b.terms) - split_boundaries(a.terms))
+             for a, b in split_pairs(cases)]
+    return max(0.0, statistics.median(costs)) if costs else 0.0
+
+
 def fit(cases: list[Case], base: SpeedCalibration, sweeps: int = 3) -> SpeedCalibration:
     cal = copy.deepcopy(base)
     cal.device_rates = []
     cal.device_factors = []
     cal.earlier_fixed_ms = {}
+    cal.earlier_eager_fixed_ms = {}
     cal.earlier_compute = {}
     cal.bandwidth_drift = {}
     groups: dict[str, list[Case]] = {}
     for c in cases:
         groups.setdefault(c.key, []).append(c)
-    start = Efficiency(bandwidth=0.7, compute=0.5, batch_compute=0.5, fixed_ms=1.0, pipeline=PIPELINE_PRIOR)
+    start = Efficiency(bandwidth=0.7, compute=0.5, batch_compute=0.5, fixed_ms=1.0, pipeline=PIPELINE_PRIOR,
+                       split_ms=split_ms(cases))
     keys = [k for k, g in groups.items() if k != "llama.cpp/cpu" and any(c.p.kind == "decode" for c in g)]
     cal.backends = {k: start for k in keys}
     families = sorted({c.family for c in cases if c.family != "k" and c.devices})
@@ -578,7 +602,7 @@ def _recent_basis(key: str, g: list[Case], cal: SpeedCalibration) -> str:
 def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
     r = lambda x: round(x, 3)  # noqa: E731
     cal.backends = {k: replace(v, bandwidth=r(v.bandwidth), compute=r(v.compute), batch_compute=r(v.batch_compute),
-                               fixed_ms=r(v.fixed_ms), moe_ms=r(v.moe_ms),
+                               fixed_ms=r(v.fixed_ms), moe_ms=r(v.moe_ms), split_ms=r(v.split_ms),
                                decode_compute=r(v.decode_compute),
                                pipeline=r(v.pipeline), half_tokens=r(v.half_tokens),
                                expert_compute=r(v.expert_compute), attention_compute=r(v.attention_compute),
@@ -588,11 +612,13 @@ def _rounded(cal: SpeedCalibration) -> SpeedCalibration:
                     for k, v in cal.backends.items()}
     cal.prior = replace(cal.prior, **{n: r(getattr(cal.prior, n)) for n in
                                       ("bandwidth", "compute", "batch_compute", "decode_compute", "fixed_ms", "moe_ms",
+                                       "split_ms",
                                        "pipeline", "half_tokens", "expert_compute", "attention_compute",
                                        "tile_padding")})
     cal.quant_families = {k: QuantRates(bandwidth=r(v.bandwidth), compute=r(v.compute))
                           for k, v in cal.quant_families.items()}
     cal.earlier_fixed_ms = {k: r(v) for k, v in cal.earlier_fixed_ms.items()}
+    cal.earlier_eager_fixed_ms = {k: r(v) for k, v in cal.earlier_eager_fixed_ms.items()}
     cal.earlier_compute = {k: r(v) for k, v in cal.earlier_compute.items()}
     cal.bandwidth_drift = {k: r(v) for k, v in cal.bandwidth_drift.items()}
     cal.soc_compute = r(cal.soc_compute)
@@ -691,6 +717,7 @@ def _write(cal: SpeedCalibration, held_out: dict[str, dict[str, HeldOutError]] |
     raw["apple_tensor_compute"] = cal.apple_tensor_compute
     raw["recurrent_factor"] = cal.recurrent_factor
     raw["earlier_fixed_ms"] = dict(sorted(cal.earlier_fixed_ms.items()))
+    raw["earlier_eager_fixed_ms"] = dict(sorted(cal.earlier_eager_fixed_ms.items()))
     raw["earlier_compute"] = dict(sorted(cal.earlier_compute.items()))
     raw["bandwidth_drift"] = dict(sorted(cal.bandwidth_drift.items()))
     if held_out is not None:
@@ -733,10 +760,13 @@ def main(argv=None) -> int:
     print()
     for k, v in [("prior", cal.prior), *sorted(cal.backends.items())]:
         print(f"{k:<18} η {v.bandwidth:.3f}  t_fixed {v.fixed_ms:.2f} ms  t_moe {v.moe_ms:.2f} ms  "
+              f"t_split {v.split_ms:.2f} ms  "
               f"ε {v.decode_compute:.3f}  "
               + (f"eager t_fixed {v.eager_fixed_ms:.2f} ms  " if v.eager_fixed_ms is not None else "")
               + (f"PDL t_fixed ×{v.pdl_fixed:.2f}  " if v.pdl_fixed is not None else "")
               + (f"before 2026 {cal.earlier_fixed_ms[k]:.2f} ms  " if k in cal.earlier_fixed_ms else "")
+              + (f"eager before 2026 {cal.earlier_eager_fixed_ms[k]:.2f} ms  "
+                 if k in cal.earlier_eager_fixed_ms else "")
               + (f"MFU before {RECENT_SINCE} ×{cal.earlier_compute[k]:.2f}  " if k in cal.earlier_compute else "") +
               f"MFU {v.compute:.3f}  m½ {v.half_tokens:.0f}  κ {v.expert_compute:.2f}  π {v.tile_padding:.2f}  "
               f"α {v.attention_compute:.2f}  "

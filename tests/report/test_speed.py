@@ -288,6 +288,50 @@ def test_layer_split_prefill_does_not_add_the_gpus_tflops():
     assert any("layer split" in n for n in long_two.notes)
 
 
+def test_a_layer_split_step_waits_at_each_device_boundary():
+    """llama.cpp's layer split hands the hidden state from one device to the next every decode step, and the next
+    device waits for the copy before its first kernel: each boundary costs t_split (measured on publications that ran
+    one model on 1 and on 2-4 GPUs). Tensor parallel (vLLM) pays all-reduces instead; a device the split leaves
+    empty is no boundary."""
+    from fitprobe.estimator.speed import ALLREDUCE_US, DecodeTerms, split_boundaries
+
+    cuda = CAL.backends["llama.cpp/cuda"]
+    assert 0.1 <= cuda.split_ms <= 0.5 and CAL.prior.split_ms == cuda.split_ms
+    speeds = {n: _run("llama-3.1-8b-instruct", "RTX 4090", n, quant="Q4_K_M", context=4096)[-1] for n in (1, 2, 4)}
+    for n in (2, 4):
+        assert speeds[n].overhead_ms == pytest.approx(speeds[1].overhead_ms + (n - 1) * cuda.split_ms)
+        assert speeds[n].gpu_ms == pytest.approx(speeds[1].gpu_ms)  # the same reads, one device after another
+    assert speeds[1].decode_tps > speeds[2].decode_tps > speeds[4].decode_tps
+    tp = _run("llama-3.1-8b-instruct", "H100 SXM", 2, engine="vllm", quant="BF16", context=4096)[-1]
+    one = _run("llama-3.1-8b-instruct", "H100 SXM", 1, engine="vllm", quant="BF16", context=4096)[-1]
+    layers = resolve("llama-3.1-8b-instruct").spec.n_layers
+    assert tp.overhead_ms == pytest.approx(one.overhead_ms + 2 * layers * ALLREDUCE_US["nvlink"] / 1e3)
+    terms = DecodeTerms(device_dense=[1.0, 0.0, 2.0], device_expert=[0.0, 0.0, 0.0], device_params=[1.0, 0.0, 2.0],
+                        cpu_bytes=0.0, flops_per_token=1.0, n_layers=2, n_kernels=10, batch=1, parallel=False)
+    assert split_boundaries(terms) == 1
+
+
+def test_t_split_is_the_median_of_the_published_one_and_many_device_pairs():
+    """t_split is measured, not fitted: fitted with η and t_fixed it took up their residuals (0.9 ms a boundary);
+    a publication's runs of one model on 1 and N GPUs cancel them. The pairs are XiongjieDai's 1/2/4x RTX 3090 and
+    4090 runs (May 2024) and PR 4766's 1/3x Tesla P40 (Jan 2024)."""
+    from tests.scripthelpers import load_script
+
+    sa = load_script("speed_accuracy")
+    points = load_points().points
+    key = lambda p: (p.source, p.model, p.quant, p.gpu)  # noqa: E731
+    shared = {k for k in map(key, points) if sum(key(q) == k for q in points if q.kind == "decode") > 1}
+    cases = [sa.Case(p) for p in points if p.kind == "decode" and key(p) in shared]
+    pairs = sa.split_pairs(cases)
+    assert {a.p.source for a, _ in pairs} == {"https://github.com/XiongjieDai/GPU-Benchmarks-on-LLM-Inference",
+                                             "https://github.com/ggml-org/llama.cpp/pull/4766"}
+    assert all(key(a.p) == key(b.p) and a.p.count < b.p.count for a, b in pairs)
+    by_hand = statistics.median((1e3 / b.p.tps - 1e3 / a.p.tps) / (b.p.count - a.p.count)
+                                for a, b in pairs)
+    assert sa.split_ms(cases) == pytest.approx(by_hand) and by_hand > 0
+    assert CAL.prior.split_ms == pytest.approx(by_hand, abs=5e-4)  # what --write rounded
+
+
 def test_a_binned_apple_chip_computes_at_its_cores_share():
     """An M4 Max is sold with 32 or 40 GPU cores (36 GB: 32) and an M3 Max with 30 or 40; the shader figure is the
     40-core bin's, so the smaller bin prefills at its share of it (it was priced at the full bin's rate, and the
@@ -573,6 +617,7 @@ def test_a_plan_pays_the_recent_builds_step_overhead():
 
     cuda = CAL.backends["llama.cpp/cuda"]
     assert CAL.earlier_fixed_ms["llama.cpp/cuda"] > cuda.fixed_ms
+    assert CAL.earlier_eager_fixed_ms["llama.cpp/cuda"] > cuda.eager_fixed_ms  # GPUs without graphs fused fewer too
     spec, w, st, hw, mem, s = _run("qwen3-4b", "RTX 5090", quant="Q4_K_M", context=512)  # tg128 runs at depth 0
     assert s.overhead_ms == pytest.approx(cuda.fixed_ms * cuda.pdl_fixed * step_kernels(spec) / REFERENCE_KERNELS)
     as_before = estimate_speed(spec, w, st, hw, mem, calibration=replace(CAL, backends={
