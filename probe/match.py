@@ -122,6 +122,9 @@ def match_reading(reading: GpuReading, catalog: list[dict[str, Any]]) -> dict[st
         scores = [s for k in _entry_keys(entry) if (s := _score(probe, k, gib, reading.unified_memory)) is not None]
         if scores and (best is None or min(scores) < best[0]):
             best = (min(scores), entry)
+    fits = _generic_fits(reading, catalog, gib) if best is None and not probe.core else []
+    if fits:
+        return _match_generic(reading, fits, gib)
     if best is None:
         reading.catalog_key = reading.catalog_name = None
         if reading.derived_bandwidth_gbs:
@@ -135,6 +138,32 @@ def match_reading(reading: GpuReading, catalog: list[dict[str, Any]]) -> dict[st
     reading.catalog_name = str(entry["name"])
     reading.match_note = msg("MIG slice %(profile)s of this GPU", profile=probe.mig_profile) if probe.mig_profile else None
     return entry
+
+
+def _generic_fits(reading: GpuReading, catalog: list[dict[str, Any]], gib: float | None) -> list[dict[str, Any]]:
+    """For a card the driver names only generically ('AMD Radeon Graphics': libdrm's amdgpu.ids has no row for its
+    PCI id, as for a 32 GB MI50, 0x66a0): the catalog entries of its GFX target whose memory fits the probed size."""
+    gfx = reading.compute_capability or ""
+    if not gfx.startswith("gfx") or not gib:
+        return []
+    return [e for e in catalog if e.get("compute_capability") == gfx
+            and abs(e["memory_gib"] / (e.get("devices_per_board") or 1) - gib) <= 0.25 * gib]
+
+
+def _match_generic(reading: GpuReading, fits: list[dict[str, Any]], gib: float) -> dict[str, Any] | None:
+    """One fitting entry is a match; several are named and the reading stays unmatched (no sibling's figures)."""
+    if len(fits) == 1:
+        entry = fits[0]
+        reading.catalog_key, reading.catalog_name = str(entry.get("key") or entry["name"]), str(entry["name"])
+        reading.match_note = msg("the driver names it only '%(name)s': matched by its GFX target %(gfx)s and "
+                                 "%(gib)s GiB of memory", name=reading.name, gfx=reading.compute_capability,
+                                 gib=Num(gib, ".0f"))
+        return entry
+    reading.catalog_key = reading.catalog_name = None
+    reading.match_note = msg("the driver names it only '%(name)s': a %(gfx)s card with %(gib)s GiB is one of "
+                             "%(names)s; pass --gpu to say which", name=reading.name, gfx=reading.compute_capability,
+                             gib=Num(gib, ".0f"), names=", ".join(str(e["name"]) for e in fits))
+    return None
 
 
 def match_all(readings: list[GpuReading], catalog: list[dict[str, Any]] | None = None) -> None:

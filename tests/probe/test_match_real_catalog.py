@@ -44,6 +44,21 @@ def test_rocm_smis_name_for_vega20_instinct_cards_resolves_by_memory(total, key)
     assert _match("AMD Instinct MI60 / MI50", total, vendor="amd")[0] == key
 
 
+def test_a_card_the_driver_names_only_generically_is_matched_by_its_gfx_target_and_memory():
+    """probe-samples rocm-smi-*_2xMI50+Cezanne: the 32 GB MI50 (PCI id 0x66a0, which libdrm's amdgpu.ids does not
+    list) reports 'Card Series: AMD Radeon Graphics', GFX version gfx906, 34342961152 B of VRAM. The name says
+    nothing; the GFX target and the memory narrow it to the MI50 32GB and the MI60, which the probe names instead of
+    borrowing either's figures. A 16 GB gfx906 has one entry; the Cezanne iGPU (gfx90c, 512 MiB) none."""
+    key, r = _match("AMD Radeon Graphics", 34342961152, vendor="amd", compute_capability="gfx906")
+    assert key is None and r.catalog_key is None
+    assert "Radeon Instinct MI50 32GB, Radeon Instinct MI60" in r.match_note and "--gpu" in r.match_note
+    key, r = _match("AMD Radeon Graphics", 17163091968, vendor="amd", compute_capability="gfx906")
+    assert key == "mi50-16gb" and "gfx906" in r.match_note
+    key, r = _match("AMD Radeon Graphics", 536870912, vendor="amd", compute_capability="gfx90c")
+    assert key is None and "not in the GPU catalog" in r.match_note
+    assert _match("AMD Radeon Graphics", 34342961152, vendor="amd")[0] is None  # no GFX target: nothing to go on
+
+
 @pytest.mark.parametrize("name, vendor, key", [
     ("AMD Radeon RX 6800 XT", "amd", "rx-6800-xt"),
     ("Intel(R) Arc(TM) B580 Graphics", "intel", "arc-b580"),
