@@ -177,10 +177,11 @@ class SpeedCalibration:
                                           "shaders kept gaining through 2025): fitted so those runs still "
                                           "calibrate the rest; a plan uses the backend's compute")
     bandwidth_drift: dict[str, float] = doc(
-        default_factory=dict, description="per backend (each Vulkan vendor its own), the decode bandwidth share "
-                                          "a build gave up per year of age before 2026-09, the newest runs' month "
-                                          "(log units: a run of 2025-03 streams at exp(-1.5·drift) of η): fitted so "
-                                          "older runs still calibrate η and the rest; a plan uses the backend's η")
+        default_factory=dict, description="per backend (each Vulkan vendor its own), the share of its decode "
+                                          "kernels' rate (bandwidth share and ALU rate) a build gave up per year of "
+                                          "age before 2026-09, the newest runs' month (log units: a run of 2025-03 "
+                                          "streams at exp(-1.5·drift) of η): fitted so older runs still calibrate η "
+                                          "and the rest; a plan uses the backend's η and ε")
     held_out: dict[str, dict[str, HeldOutError]] = doc(
         default_factory=dict, description="per backend, decode and prefill: the error of its estimates on the published "
                                           "runs of each source when the fit leaves that source out")

@@ -87,7 +87,9 @@ RECENT_SINCE = "2026-01"
 # Decode kernels kept gaining build after build on every backend (HIP: RDNA4's own MMVQ table, PR 19478, Feb 2026,
 # +10 % tg128 on an R9700), and the sources show it as a slope, not a step: on HIP the runs of May-Oct 2025 builds
 # decode 8-20 % below the fit, those of 2026 builds 4-11 % above it. Each backend's decode bandwidth share falls by
-# a fitted `bandwidth_drift` per year of build age before the newest runs' month, which is what a plan is priced at.
+# a fitted `bandwidth_drift` per year of build age before the newest runs' month, which is what a plan is priced at;
+# so does its ALU rate (a chip whose decode is compute bound gained too: Vulkan on the RTX 5090, Apple's M1 chips).
+# Held out (679 points) that gave decode 9.70/25.53 -> 9.24/25.46 %, prefill 14.27/42.63 -> 14.28/43.50 %.
 # Held out, a step at RECENT_SINCE instead (Metal x0.92, HIP x0.89, Vulkan x0.94) gave decode 9.2/24.0 %.
 DRIFT_ANCHOR = "2026-09"
 # llama.cpp's programmatic dependent launch on Hopper and newer (PR 22522, still in review on 2026-05-20): the
@@ -174,12 +176,12 @@ class Case:
         bw = [cal.device_bandwidth(d, self.key) for d in self.devices]
         if self.p.kind == "decode":
             g = cal.bandwidth_drift.get(self.key)
-            if g and self.age:
-                bw = [b * exp(-g * self.age) for b in bw]
+            kept = exp(-g * self.age) if g and self.age else 1.0  # what an older build's decode kernels reached
+            bw = [b * kept for b in bw]
             tflops = (sum(tf) if self.terms.parallel else min(tf)) if self.devices and all(tf) else None
             if not self.devices and self.threads:
                 tflops = cal.cpu.prefill_gflops(self.threads, self.ghz, self.arch) / 1e3
-            dot = [t and t * share for t, share in zip(tf, self.dot_share)]
+            dot = [t and t * share * kept for t, share in zip(tf, self.dot_share)]
             parts = decode_parts(self.terms, self.devices, eff, q, cal.cpu, ram_bw_gbs=self.ram_bw,
                                  threads=self.threads, tflops=tflops, cpu_ghz=self.ghz, cpu_arch=self.arch,
                                  arch_factor=arch, device_tflops=dot,

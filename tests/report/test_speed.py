@@ -1,6 +1,7 @@
 """Speed model: the formula on hand-checkable cases, placement, TP, batching, calibration accuracy."""
 import re
 import statistics
+from math import exp
 
 import pytest
 
@@ -671,6 +672,20 @@ def test_older_builds_decode_at_a_drifting_share_which_a_plan_does_not_pay():
     plain = estimate_speed(spec, w, st, hw, mem, calibration=CAL)
     without = estimate_speed(spec, w, st, hw, mem, calibration=replace(CAL, bandwidth_drift={}))
     assert plain.decode_tps == without.decode_tps and plain.prefill_tps == without.prefill_tps
+
+
+def test_an_older_builds_compute_bound_decode_drifts_too():
+    """The drift is the decode kernels' gain, not only their reads': where a chip's decode is bound by its ALUs (an M1
+    Max, Vulkan on an RTX 5090) an older build's run is read at exp(-drift · age) of today's ALU rate as well."""
+    from tests.scripthelpers import load_script
+
+    sa = load_script("speed_accuracy")
+    case = sa.Case(next(p for p in load_points().points if p.id == "x-m1max-8b-q4km-tg"))  # May 2024 build
+    assert case.age > 2 and CAL.bandwidth_drift[case.key] > 0
+    alu_bound = replace(CAL, backends={k: replace(e, decode_compute=1e-3) for k, e in CAL.backends.items()})
+    drifting, still = case.estimate(alu_bound), case.estimate(replace(alu_bound, bandwidth_drift={}))
+    kept = exp(-CAL.bandwidth_drift[case.key] * case.age)
+    assert drifting < still and drifting == pytest.approx(still * kept, rel=0.02)  # the step is almost all ALU time
 
 
 def test_a_rate_measured_on_older_builds_prices_only_their_runs():
