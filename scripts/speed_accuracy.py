@@ -301,7 +301,6 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
     bat = [c for c in dec if c.p.batch > 1]
     if prior is not None:  # what the backend's points cannot tell is the prior's
         unseen = {"bandwidth": not one, "fixed_ms": not one, "decode_compute": not one, "moe_ms": not moe,
-
                   "compute": not pre, "batch_compute": not bat,
                   "half_tokens": not pre, "expert_compute": not pre_moe, "attention_compute": not pre_deep,
                   "tile_padding": not pre_tiled}
@@ -333,7 +332,7 @@ def _fit_group(keys: list[str], g: list[Case], cal: SpeedCalibration, prior: Eff
             put(get() or 1.0)
             _descend_linear(get, put, scorer(pdl), *BOUNDS["pdl_fixed"], steps=40)
     if eager and len(keys) == 1:  # CUDA builds or GPUs without graphs: their own t_fixed, graphs' one from the rest
-        get, put = param("eager_fixed_ms")
+        get, put = param("eager_fixed_ms")  # on the recent runs: those before 2026 fit their own below
         put(get() if get() is not None else get_eff().fixed_ms)
         _descend_linear(get, put, scorer([c for c in eager if c.recent] or eager), *BOUNDS["fixed_ms"], steps=30)
     for graphed, earlier_ms in ((True, cal.earlier_fixed_ms), (False, cal.earlier_eager_fixed_ms)):
