@@ -122,9 +122,18 @@ def match_reading(reading: GpuReading, catalog: list[dict[str, Any]]) -> dict[st
         scores = [s for k in _entry_keys(entry) if (s := _score(probe, k, gib, reading.unified_memory)) is not None]
         if scores and (best is None or min(scores) < best[0]):
             best = (min(scores), entry)
-    fits = _generic_fits(reading, catalog, gib) if best is None and not probe.core else []
-    if fits:
-        return _match_generic(reading, fits, gib)
+    generic = None  # a name that says nothing: its GFX target and memory may still tell the card
+    if best is None and not probe.core and (fits := _generic_fits(reading, catalog, gib)):
+        if len(fits) > 1:  # several cards: name them, borrow none's figures
+            reading.catalog_key = reading.catalog_name = None
+            reading.match_note = msg("the driver names it only '%(name)s': a %(gfx)s card with %(gib)s GiB is one of "
+                                     "%(names)s; pass --gpu to say which", name=reading.name,
+                                     gfx=reading.compute_capability, gib=Num(gib, ".0f"),
+                                     names=", ".join(str(e["name"]) for e in fits))
+            return None
+        best = (0.0, fits[0])
+        generic = msg("the driver names it only '%(name)s': matched by its GFX target %(gfx)s and %(gib)s GiB of "
+                      "memory", name=reading.name, gfx=reading.compute_capability, gib=Num(gib, ".0f"))
     if best is None:
         reading.catalog_key = reading.catalog_name = None
         if reading.derived_bandwidth_gbs:
@@ -136,7 +145,8 @@ def match_reading(reading: GpuReading, catalog: list[dict[str, Any]]) -> dict[st
     entry = best[1]
     reading.catalog_key = str(entry.get("key") or entry["name"])
     reading.catalog_name = str(entry["name"])
-    reading.match_note = msg("MIG slice %(profile)s of this GPU", profile=probe.mig_profile) if probe.mig_profile else None
+    reading.match_note = generic or (msg("MIG slice %(profile)s of this GPU", profile=probe.mig_profile)
+                                     if probe.mig_profile else None)
     return entry
 
 
@@ -148,22 +158,6 @@ def _generic_fits(reading: GpuReading, catalog: list[dict[str, Any]], gib: float
         return []
     return [e for e in catalog if e.get("compute_capability") == gfx
             and abs(e["memory_gib"] / (e.get("devices_per_board") or 1) - gib) <= 0.25 * gib]
-
-
-def _match_generic(reading: GpuReading, fits: list[dict[str, Any]], gib: float) -> dict[str, Any] | None:
-    """One fitting entry is a match; several are named and the reading stays unmatched (no sibling's figures)."""
-    if len(fits) == 1:
-        entry = fits[0]
-        reading.catalog_key, reading.catalog_name = str(entry.get("key") or entry["name"]), str(entry["name"])
-        reading.match_note = msg("the driver names it only '%(name)s': matched by its GFX target %(gfx)s and "
-                                 "%(gib)s GiB of memory", name=reading.name, gfx=reading.compute_capability,
-                                 gib=Num(gib, ".0f"))
-        return entry
-    reading.catalog_key = reading.catalog_name = None
-    reading.match_note = msg("the driver names it only '%(name)s': a %(gfx)s card with %(gib)s GiB is one of "
-                             "%(names)s; pass --gpu to say which", name=reading.name, gfx=reading.compute_capability,
-                             gib=Num(gib, ".0f"), names=", ".join(str(e["name"]) for e in fits))
-    return None
 
 
 def match_all(readings: list[GpuReading], catalog: list[dict[str, Any]] | None = None) -> None:
